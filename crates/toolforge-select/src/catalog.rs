@@ -1,0 +1,430 @@
+//! The catalog: every tool of every configured server, in priority order.
+//!
+//! Identity is `server/name`. Server order is the order of `mcp.servers.json`, and it is the
+//! priority order the selector falls back on. Each tool keeps the MCP `Tool` object exactly as
+//! its server sent it (`definition`), so the gateway can re-expose it faithfully, plus the few
+//! fields selection reads, parsed once.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The identity of one tool: the server that provides it and the tool's own name there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolId {
+    pub server: String,
+    pub name: String,
+}
+
+impl ToolId {
+    pub fn new(server: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            server: server.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Parses `server/tool`. The split is at the first `/`: server names never contain one,
+    /// tool names may.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (server, name) = text.split_once('/')?;
+        if server.is_empty() || name.is_empty() {
+            return None;
+        }
+        Some(Self::new(server, name))
+    }
+}
+
+impl fmt::Display for ToolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.server, self.name)
+    }
+}
+
+impl Serialize for ToolId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected \"server/tool\", got {text:?}"))
+        })
+    }
+}
+
+/// Why a catalog could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("tool definition from server {server:?} has no string \"name\"")]
+    MissingName { server: String },
+    #[error("server {server:?} is listed twice")]
+    DuplicateServer { server: String },
+    #[error("overlap group {group:?} names {member}, which is not in the catalog")]
+    UnknownOverlapMember { group: String, member: ToolId },
+    #[error("invalid catalog snapshot: {0}")]
+    Snapshot(#[from] serde_json::Error),
+}
+
+/// One tool as its server listed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub server: String,
+    pub name: String,
+    /// The description, or "" when the server gave none.
+    pub description: String,
+    /// The `inputSchema` as the server gave it (any JSON Schema draft).
+    pub input_schema: Value,
+    /// Tags from the server's config, from the tool's `_meta`, and derived from its MCP
+    /// annotations (`read-only`, `destructive`, `idempotent`, `open-world`), deduplicated, in that
+    /// order.
+    pub tags: Vec<String>,
+    /// The MCP `Tool` object exactly as the server sent it.
+    pub definition: Map<String, Value>,
+}
+
+impl Tool {
+    /// Builds a tool from the MCP `Tool` object a server listed. `server_tags` are the tags the
+    /// configuration gives the whole server.
+    pub fn from_mcp(
+        server: &str,
+        definition: Map<String, Value>,
+        server_tags: &[String],
+    ) -> Result<Self, CatalogError> {
+        let Some(name) = definition
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(CatalogError::MissingName {
+                server: server.to_owned(),
+            });
+        };
+        let description = definition
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let input_schema = definition
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        let mut tags: Vec<String> = Vec::new();
+        let mut push = |tag: &str| {
+            let tag = tag.trim();
+            if !tag.is_empty() && !tags.iter().any(|t| t == tag) {
+                tags.push(tag.to_owned());
+            }
+        };
+        for tag in server_tags {
+            push(tag);
+        }
+        for tag in meta_tags(&definition) {
+            push(tag);
+        }
+        for tag in annotation_tags(&definition) {
+            push(tag);
+        }
+        Ok(Self {
+            server: server.to_owned(),
+            name,
+            description,
+            input_schema,
+            tags,
+            definition,
+        })
+    }
+
+    pub fn id(&self) -> ToolId {
+        ToolId::new(&self.server, &self.name)
+    }
+
+    /// The MCP annotations object, when the server gave one.
+    pub fn annotations(&self) -> Option<&Map<String, Value>> {
+        self.definition
+            .get("annotations")
+            .and_then(Value::as_object)
+    }
+
+    /// Names of the top-level input parameters, in schema order.
+    pub fn parameter_names(&self) -> Vec<&str> {
+        self.input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| props.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Tags a tool declares in `_meta`: `_meta.tags` or FastMCP's `_meta._fastmcp.tags`.
+fn meta_tags(definition: &Map<String, Value>) -> Vec<&str> {
+    let Some(meta) = definition.get("_meta").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let lists = [
+        meta.get("tags"),
+        meta.get("_fastmcp").and_then(|f| f.get("tags")),
+    ];
+    lists
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// Tags derived from MCP annotations. Only hints the server states as `true` count: MCP's
+/// defaults (`destructiveHint` and `openWorldHint` default to true) are not facts about the tool.
+fn annotation_tags(definition: &Map<String, Value>) -> Vec<&'static str> {
+    let Some(annotations) = definition.get("annotations").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let hint = |key: &str| annotations.get(key).and_then(Value::as_bool) == Some(true);
+    let mut tags = Vec::new();
+    if hint("readOnlyHint") {
+        tags.push("read-only");
+    }
+    if hint("destructiveHint") {
+        tags.push("destructive");
+    }
+    if hint("idempotentHint") {
+        tags.push("idempotent");
+    }
+    if hint("openWorldHint") {
+        tags.push("open-world");
+    }
+    tags
+}
+
+/// One configured server and the tools it listed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerEntry {
+    pub name: String,
+    pub tags: Vec<String>,
+    /// Other names a user may call this server by (for `explicit-mention`).
+    pub aliases: Vec<String>,
+    pub tools: Vec<Tool>,
+}
+
+/// Every tool of every server, in priority order, plus the overlap groups declared in config.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    pub servers: Vec<ServerEntry>,
+    /// Declared overlap groups: group name and members, in declaration order.
+    pub overlaps: Vec<(String, Vec<ToolId>)>,
+}
+
+impl Catalog {
+    /// Builds a catalog, checking that server names are unique.
+    pub fn new(
+        servers: Vec<ServerEntry>,
+        overlaps: Vec<(String, Vec<ToolId>)>,
+    ) -> Result<Self, CatalogError> {
+        for (i, server) in servers.iter().enumerate() {
+            if servers[..i].iter().any(|s| s.name == server.name) {
+                return Err(CatalogError::DuplicateServer {
+                    server: server.name.clone(),
+                });
+            }
+        }
+        Ok(Self { servers, overlaps })
+    }
+
+    /// All tools, in server order and then in the order each server listed them.
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.servers.iter().flat_map(|s| s.tools.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.servers.iter().map(|s| s.tools.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The position of a server in priority order.
+    pub fn server_index(&self, server: &str) -> Option<usize> {
+        self.servers.iter().position(|s| s.name == server)
+    }
+
+    pub fn server(&self, server: &str) -> Option<&ServerEntry> {
+        self.servers.iter().find(|s| s.name == server)
+    }
+
+    pub fn get(&self, id: &ToolId) -> Option<&Tool> {
+        self.server(&id.server)?
+            .tools
+            .iter()
+            .find(|t| t.name == id.name)
+    }
+
+    /// Parses a catalog snapshot (the format `toolforge tools snapshot` writes).
+    pub fn from_snapshot_json(text: &str) -> Result<Self, CatalogError> {
+        let file: SnapshotFile = serde_json::from_str(text)?;
+        let mut servers = Vec::with_capacity(file.servers.len());
+        for server in file.servers {
+            let tools = server
+                .tools
+                .into_iter()
+                .map(|definition| Tool::from_mcp(&server.name, definition, &server.tags))
+                .collect::<Result<Vec<_>, _>>()?;
+            servers.push(ServerEntry {
+                name: server.name,
+                tags: server.tags,
+                aliases: server.aliases,
+                tools,
+            });
+        }
+        let overlaps = file.overlaps.into_iter().collect();
+        Self::new(servers, overlaps)
+    }
+
+    /// Renders the catalog as a snapshot (tools as their servers sent them).
+    pub fn to_snapshot_json(&self) -> Value {
+        let file = SnapshotFile {
+            servers: self
+                .servers
+                .iter()
+                .map(|s| SnapshotServer {
+                    name: s.name.clone(),
+                    tags: s.tags.clone(),
+                    aliases: s.aliases.clone(),
+                    tools: s.tools.iter().map(|t| t.definition.clone()).collect(),
+                })
+                .collect(),
+            overlaps: self.overlaps.iter().cloned().collect(),
+        };
+        serde_json::to_value(file).unwrap_or(Value::Null)
+    }
+}
+
+/// The catalog snapshot file format (DESIGN §8), version-free and stable: other tools read it.
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotFile {
+    servers: Vec<SnapshotServer>,
+    #[serde(default, skip_serializing_if = "OrderedGroups::is_empty")]
+    overlaps: OrderedGroups,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotServer {
+    name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    aliases: Vec<String>,
+    tools: Vec<Map<String, Value>>,
+}
+
+/// A JSON object of group name to members that keeps its key order.
+#[derive(Debug, Default)]
+struct OrderedGroups(Vec<(String, Vec<ToolId>)>);
+
+impl OrderedGroups {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl IntoIterator for OrderedGroups {
+    type Item = (String, Vec<ToolId>);
+    type IntoIter = std::vec::IntoIter<Self::Item>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl FromIterator<(String, Vec<ToolId>)> for OrderedGroups {
+    fn from_iter<I: IntoIterator<Item = (String, Vec<ToolId>)>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl Serialize for OrderedGroups {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, members) in &self.0 {
+            map.serialize_entry(name, members)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for OrderedGroups {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // serde_json is built with `preserve_order`, so a Map keeps the file's key order.
+        let map = Map::<String, Value>::deserialize(deserializer)?;
+        let mut groups = Vec::with_capacity(map.len());
+        for (name, members) in map {
+            let members: Vec<ToolId> =
+                serde_json::from_value(members).map_err(serde::de::Error::custom)?;
+            groups.push((name, members));
+        }
+        Ok(Self(groups))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn tags_come_from_config_meta_and_annotations_without_duplicates() {
+        let tool = Tool::from_mcp(
+            "fs",
+            def(json!({
+                "name": "read_file",
+                "inputSchema": {"type": "object"},
+                "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true},
+                "_meta": {"tags": ["files", "local"], "_fastmcp": {"tags": ["files"]}}
+            })),
+            &["local".to_owned(), "disk".to_owned()],
+        )
+        .unwrap();
+        assert_eq!(
+            tool.tags,
+            ["local", "disk", "files", "read-only", "open-world"]
+        );
+        assert_eq!(tool.description, "");
+    }
+
+    #[test]
+    fn a_tool_without_a_name_is_an_error() {
+        let err = Tool::from_mcp("fs", def(json!({"description": "x"})), &[]).unwrap_err();
+        assert!(err.to_string().contains("no string \"name\""), "{err}");
+    }
+
+    #[test]
+    fn snapshot_round_trips_and_keeps_overlap_order() {
+        let text = r#"{"servers": [
+            {"name": "filesystem", "aliases": ["fs"], "tools": [{"name": "read_file", "description": "Read", "inputSchema": {"type": "object"}}]},
+            {"name": "github", "tools": [{"name": "get_file_contents", "inputSchema": {"type": "object"}}]}
+          ],
+          "overlaps": {"zz": ["filesystem/read_file"], "aa": ["github/get_file_contents"]}}"#;
+        let catalog = Catalog::from_snapshot_json(text).unwrap();
+        assert_eq!(catalog.len(), 2);
+        assert_eq!(catalog.server_index("github"), Some(1));
+        assert_eq!(catalog.overlaps[0].0, "zz");
+        let again = Catalog::from_snapshot_json(&catalog.to_snapshot_json().to_string()).unwrap();
+        assert_eq!(again, catalog);
+    }
+
+    #[test]
+    fn tool_ids_parse_at_the_first_slash() {
+        assert_eq!(ToolId::parse("git/a/b"), Some(ToolId::new("git", "a/b")));
+        assert_eq!(ToolId::parse("nope"), None);
+        assert_eq!(ToolId::parse("/x"), None);
+    }
+}

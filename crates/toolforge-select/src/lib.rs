@@ -1,0 +1,11 @@
+//! The pure selection core of toolforge: the tool catalog, overlap groups and their
+//! presentation, the visibility merge, the broker (rules, intents, ranking, token budget,
+//! hints), the five-rule selector and grading against labelled cases.
+//!
+//! This crate never does I/O, never spawns, never reads a clock or the environment: every input
+//! (scores, session recency, token counts, the time) arrives as data and every answer is a value
+//! that explains itself. That is what makes selection deterministic and cheap to test.
+
+pub mod catalog;
+
+pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};

@@ -1,0 +1,10 @@
+//! `toolforge chat`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`toolforge chat` is not available in this build yet")
+}

@@ -1,0 +1,10 @@
+//! `toolforge eval retrieval`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`toolforge eval retrieval` is not available in this build yet")
+}

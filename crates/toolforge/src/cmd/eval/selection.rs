@@ -1,0 +1,10 @@
+//! `toolforge eval selection`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`toolforge eval selection` is not available in this build yet")
+}

@@ -1,0 +1,8 @@
+//! `toolforge mock-rest`.
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`toolforge mock-rest` is not available in this build yet")
+}

@@ -1,0 +1,12 @@
+//! One module per subcommand; each owns its clap arguments and its `run` function.
+
+pub mod chat;
+pub mod client;
+pub mod cost_report;
+pub mod eval;
+pub mod gateway;
+pub mod mock_rest;
+pub mod select;
+pub mod serve;
+pub mod server;
+pub mod tools;

@@ -1,0 +1,29 @@
+//! `toolforge tools <list|search|snapshot|overlaps>`.
+
+pub mod list;
+pub mod overlaps;
+pub mod search;
+pub mod snapshot;
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// List the merged catalog of the configured servers.
+    List(list::Args),
+    /// Rank the catalog's tools against a query.
+    Search(search::Args),
+    /// Write a catalog snapshot file from the live pool.
+    Snapshot(snapshot::Args),
+    /// Show overlap groups, and suggest new ones from description similarity.
+    Overlaps(overlaps::Args),
+}
+
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::List(args) => list::run(args).await,
+        Command::Search(args) => search::run(args).await,
+        Command::Snapshot(args) => snapshot::run(args).await,
+        Command::Overlaps(args) => overlaps::run(args).await,
+    }
+}

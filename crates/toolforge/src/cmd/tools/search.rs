@@ -1,0 +1,10 @@
+//! `toolforge tools search`.
+
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`toolforge tools search` is not available in this build yet")
+}

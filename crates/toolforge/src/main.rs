@@ -1,0 +1,90 @@
+//! The `toolforge` binary: parses the command line, reads the environment and files once into
+//! typed config (the only place that does), wires the crates together and runs one command.
+
+mod cmd;
+mod config;
+
+use clap::{Parser, Subcommand};
+
+/// toolforge puts a large pool of MCP servers in front of a model: it merges their tools, shows
+/// each request only the tools it may and should see, picks deterministically which server runs a
+/// call, never overspends a cost ceiling, can plan without executing, and writes down why.
+#[derive(Debug, Parser)]
+#[command(name = "toolforge", version, about, long_about = None, propagate_version = true)]
+#[command(
+    after_help = "Logs go to stderr (RUST_LOG=debug for more); stdout carries results and the \
+MCP stdio protocol.\nConfiguration: mcp.servers.json (or MCP_SERVERS_CONFIG), see README.md."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API and the gateway's MCP endpoint at /mcp.
+    Serve(cmd::serve::Args),
+    /// Serve the gateway over stdio, for desktop MCP clients.
+    Gateway(cmd::gateway::Args),
+    /// Run one built-in MCP server (toolkit, evals or the conformance fixture).
+    #[command(subcommand)]
+    Server(cmd::server::Command),
+    /// Run the bundled mock exchange-rate REST API.
+    MockRest(cmd::mock_rest::Args),
+    /// Ask for something in plain words; the agent does it through the pool.
+    Chat(cmd::chat::Args),
+    /// Print the daily spend table from the trace file.
+    CostReport(cmd::cost_report::Args),
+    /// Inspect the merged tool catalog.
+    #[command(subcommand)]
+    Tools(cmd::tools::Command),
+    /// Show which server the selector picks for a tool call, and why.
+    Select(cmd::select::Args),
+    /// Run an evaluation (selection accuracy gate, retrieval metrics).
+    #[command(subcommand)]
+    Eval(cmd::eval::Command),
+    /// Connect to an MCP server by URL and call a tool (a plain MCP client).
+    Client(cmd::client::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    config::init_tracing();
+    config::init_tls();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli.command));
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
+    use std::process::ExitCode;
+    match command {
+        Command::Serve(args) => cmd::serve::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Server(command) => cmd::server::run(command).await.map(|()| ExitCode::SUCCESS),
+        Command::MockRest(args) => cmd::mock_rest::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Chat(args) => cmd::chat::run(args).await,
+        Command::CostReport(args) => cmd::cost_report::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Tools(command) => cmd::tools::run(command).await,
+        Command::Select(args) => cmd::select::run(args).await,
+        Command::Eval(command) => cmd::eval::run(command).await,
+        Command::Client(args) => cmd::client::run(args).await,
+    }
+}
