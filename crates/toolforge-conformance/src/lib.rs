@@ -2,4 +2,30 @@
 //! (`test_simple_text`, `test://static-text`, `test_prompt_with_arguments`, ...).
 //!
 //! It exists to prove that toolforge's MCP plumbing (and the gateway in front of it) is
-//! faithful; it is not a product feature.
+//! faithful; it is not a product feature. It never touches the network beyond the listener it
+//! is handed, never reads files or the environment, and keeps no state between sessions.
+//!
+//! - [`Fixture`]: the `ServerHandler` with the suite's fixed catalog (see `catalog`).
+//! - [`serve_stdio`]: serve one session on stdin/stdout.
+//! - [`http_service`] / [`router`]: Streamable HTTP at `/mcp`, with Host/Origin validation
+//!   against DNS rebinding; [`serve_http`] runs it on a listener.
+
+mod catalog;
+mod fixture;
+mod http;
+
+pub use fixture::Fixture;
+pub use http::{HttpOptions, http_service, router, serve_http};
+
+/// Serves one fixture session over stdin/stdout until the client closes stdin.
+pub async fn serve_stdio() -> anyhow::Result<()> {
+    use rmcp::ServiceExt as _;
+    let running = Fixture
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("conformance fixture: stdio handshake failed: {e}"))?;
+    running.waiting().await.map_err(|e| {
+        anyhow::anyhow!("conformance fixture: stdio session ended with an error: {e}")
+    })?;
+    Ok(())
+}

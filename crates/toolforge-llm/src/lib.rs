@@ -3,3 +3,5 @@
 //! OpenAI-compatible, Voyage and a local BERT model run in-process).
 //!
 //! This crate never reads the environment or files on its own: the binary hands it typed config.
+
+pub mod embed;

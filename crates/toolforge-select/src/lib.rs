@@ -6,6 +6,12 @@
 //! (scores, session recency, token counts, the time) arrives as data and every answer is a value
 //! that explains itself. That is what makes selection deterministic and cheap to test.
 
+pub mod broker;
 pub mod catalog;
+pub mod overlap;
+pub mod presentation;
+pub mod rank;
+pub mod selector;
 
 pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
+pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};

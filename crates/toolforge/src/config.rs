@@ -24,13 +24,3 @@ pub fn init_tls() {
 pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
-
-/// Reads a boolean environment variable (`1`, `true`, `yes`, `on`, any case).
-pub fn env_flag(name: &str) -> bool {
-    env(name).is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
-}

@@ -1,8 +1,97 @@
-//! `toolforge server toolkit`.
+//! `toolforge server toolkit`: the built-in toolkit MCP server (read-only SQL, sandboxed Python).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use toolforge_toolkit::{sandbox, seed, server, sql::SqlLimits};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Serve over stdin/stdout (the default).
+    #[arg(long, conflicts_with = "port")]
+    pub stdio: bool,
+    /// Serve Streamable HTTP at `/mcp` on this port instead of stdio.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to bind with `--port`.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// SQLite database to serve read-only (default: `$XDG_DATA_HOME/toolforge/toolkit/sample.db`,
+    /// created with the sample data when missing).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Serve the regular files directly in this directory as resources (default: the bundled
+    /// files).
+    #[arg(long)]
+    pub resources: Option<PathBuf>,
+    /// Create the sample database at `--db` (or the default path) and exit.
+    #[arg(long)]
+    pub seed: bool,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`toolforge server toolkit` is not available in this build yet")
+fn default_db() -> PathBuf {
+    let base = crate::config::env("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| crate::config::env("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("toolforge").join("toolkit").join("sample.db")
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let explicit = args.db.is_some();
+    let db_path = args.db.unwrap_or_else(default_db);
+    if args.seed {
+        if let Some(dir) = db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        seed::create(&db_path).with_context(|| {
+            format!(
+                "seeding {} (it must not exist yet; the sample data is never written over a file)",
+                db_path.display()
+            )
+        })?;
+        eprintln!("created the sample database at {}", db_path.display());
+        return Ok(());
+    }
+    if !db_path.exists() {
+        if explicit {
+            anyhow::bail!(
+                "database {} does not exist; create the sample with `toolforge server toolkit --seed --db {}`",
+                db_path.display(),
+                db_path.display()
+            );
+        }
+        if let Some(dir) = db_path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        seed::ensure(&db_path)
+            .with_context(|| format!("creating the sample database at {}", db_path.display()))?;
+        tracing::info!(path = %db_path.display(), "created the sample database");
+    }
+    let config = server::ToolkitConfig {
+        db_path,
+        sql_limits: SqlLimits::default(),
+        sandbox: sandbox::SandboxConfig::new(sandbox::resolve_python("python3")),
+        rest_base_url: crate::config::env("MOCK_REST_BASE_URL")
+            .unwrap_or_else(|| "http://127.0.0.1:8811".to_owned()),
+        rest_timeout: std::time::Duration::from_secs(5),
+        resources_dir: args.resources,
+    };
+    match args.port {
+        None => server::serve_stdio(config).await?,
+        Some(port) => {
+            let listener = tokio::net::TcpListener::bind((args.host, port))
+                .await
+                .with_context(|| format!("binding {}:{port}", args.host))?;
+            eprintln!("toolkit listening on http://{}/mcp", listener.local_addr()?);
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let c = cancel.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                c.cancel();
+            });
+            server::serve_http(config, listener, cancel).await?;
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,440 @@
+//! The `ServerHandler`: answers each request from the literal catalog in `catalog`, and drives
+//! the server-to-client traffic some scenarios need inside a tool call (log messages, progress,
+//! sampling and elicitation requests).
+//!
+//! Written by hand rather than with the `#[tool]` macros because several tools need schemas the
+//! macros cannot express (the 2020-12 tool keeps `$defs` and `additionalProperties: false`).
+
+// Logging, sampling and elicitation are deprecated in rmcp for protocol 2026-07-28 (SEP-2577),
+// but the conformance suite speaks 2025-11-25, where they are required.
+#![allow(deprecated)]
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::catalog;
+
+/// The conformance fixture. One value per MCP session; it holds no state.
+#[derive(Debug, Clone, Default)]
+pub struct Fixture;
+
+/// Builds an rmcp model value from its wire JSON. The JSON is static, so a failure is a bug in
+/// the catalog; it still becomes an `internal_error`, never a panic.
+fn wire<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
+    serde_json::from_value(v)
+        .map_err(|e| McpError::internal_error(format!("fixture bug: bad {what}: {e}"), None))
+}
+
+fn peer_error(what: &str, e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("{what} failed: {e}"), None)
+}
+
+fn text(s: impl Into<String>) -> ContentBlock {
+    ContentBlock::text(s)
+}
+
+fn string_arg(req: &CallToolRequestParams, name: &str) -> Result<String, McpError> {
+    req.arguments
+        .as_ref()
+        .and_then(|a| a.get(name))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| McpError::invalid_params(format!("missing string argument `{name}`"), None))
+}
+
+impl Fixture {
+    async fn log(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        level: &str,
+        data: Value,
+    ) -> Result<(), McpError> {
+        let param: LoggingMessageNotificationParam = wire(
+            "log message",
+            json!({"level": level, "logger": "conformance-fixture", "data": data}),
+        )?;
+        ctx.peer
+            .notify_logging_message(param)
+            .await
+            .map_err(|e| peer_error("notifications/message", e))
+    }
+
+    async fn elicit(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        message: &str,
+        schema: Value,
+    ) -> Result<CallToolResult, McpError> {
+        let params: ElicitRequestParams = wire(
+            "elicitation request",
+            json!({"mode": "form", "message": message, "requestedSchema": schema}),
+        )?;
+        let answer = ctx
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| peer_error("elicitation/create", e))?;
+        let answer = serde_json::to_value(&answer).map_err(|e| peer_error("encoding", e))?;
+        Ok(CallToolResult::success(vec![text(format!(
+            "Elicitation completed: action={}, content={}",
+            answer
+                .get("action")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown"),
+            answer.get("content").cloned().unwrap_or(Value::Null)
+        ))]))
+    }
+
+    async fn call(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let embedded = || -> Result<ContentBlock, McpError> {
+            wire(
+                "embedded resource",
+                json!({"type": "resource", "resource": {
+                    "uri": "test://embedded-resource", "mimeType": "text/plain",
+                    "text": "This is an embedded resource content."}}),
+            )
+        };
+        match req.name.as_ref() {
+            "test_simple_text" => Ok(CallToolResult::success(vec![text(
+                "This is a simple text response for testing.",
+            )])),
+            "test_image_content" => Ok(CallToolResult::success(vec![ContentBlock::image(
+                catalog::PNG_BASE64,
+                "image/png",
+            )])),
+            "test_audio_content" => Ok(CallToolResult::success(vec![ContentBlock::audio(
+                catalog::WAV_BASE64,
+                "audio/wav",
+            )])),
+            "test_embedded_resource" => Ok(CallToolResult::success(vec![embedded()?])),
+            "test_multiple_content_types" => Ok(CallToolResult::success(vec![
+                text("Multiple content types test:"),
+                ContentBlock::image(catalog::PNG_BASE64, "image/png"),
+                wire(
+                    "embedded resource",
+                    json!({"type": "resource", "resource": {
+                        "uri": "test://mixed-content-resource", "mimeType": "application/json",
+                        "text": "{\"test\":\"data\",\"value\":123}"}}),
+                )?,
+            ])),
+            "test_tool_with_logging" => {
+                self.log(&ctx, "info", json!("Tool execution started"))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "info", json!("Tool processing data"))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "info", json!("Tool execution completed"))
+                    .await?;
+                Ok(CallToolResult::success(vec![text(
+                    "Tool with logging executed successfully",
+                )]))
+            }
+            "test_tool_with_progress" => {
+                if let Some(token) = ctx.meta.get_progress_token() {
+                    for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                        if i > 0 {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        let param: ProgressNotificationParam = wire(
+                            "progress",
+                            json!({"progressToken": token, "progress": p, "total": 100.0,
+                                   "message": format!("Completed step {p} of 100")}),
+                        )?;
+                        ctx.peer
+                            .notify_progress(param)
+                            .await
+                            .map_err(|e| peer_error("notifications/progress", e))?;
+                    }
+                }
+                Ok(CallToolResult::success(vec![text(
+                    "Tool with progress executed successfully",
+                )]))
+            }
+            "test_error_handling" => Ok(CallToolResult::error(vec![text(
+                "This tool intentionally returns an error for testing",
+            )])),
+            "test_sampling" => {
+                let prompt = string_arg(&req, "prompt")?;
+                let params: CreateMessageRequestParams = wire(
+                    "sampling request",
+                    json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                           "maxTokens": 100}),
+                )?;
+                let answer = ctx
+                    .peer
+                    .create_message(params)
+                    .await
+                    .map_err(|e| peer_error("sampling/createMessage", e))?;
+                let answer =
+                    serde_json::to_value(&answer).map_err(|e| peer_error("encoding", e))?;
+                let said = answer
+                    .pointer("/content/text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| {
+                        answer
+                            .get("content")
+                            .cloned()
+                            .unwrap_or_default()
+                            .to_string()
+                    });
+                Ok(CallToolResult::success(vec![text(format!(
+                    "LLM response: {said}"
+                ))]))
+            }
+            "test_elicitation" => {
+                let message = string_arg(&req, "message")?;
+                self.elicit(&ctx, &message, catalog::user_schema()).await
+            }
+            "test_elicitation_sep1034_defaults" => {
+                self.elicit(
+                    &ctx,
+                    "Please review and update the form fields with defaults",
+                    catalog::sep1034_schema(),
+                )
+                .await
+            }
+            "test_elicitation_sep1330_enums" => {
+                self.elicit(
+                    &ctx,
+                    "Please select options from the enum fields",
+                    catalog::sep1330_schema(),
+                )
+                .await
+            }
+            "json_schema_2020_12_tool" => Ok(CallToolResult::success(vec![text(format!(
+                "JSON Schema 2020-12 tool called with: {}",
+                req.arguments.map(Value::Object).unwrap_or_default()
+            ))])),
+            "test_reconnection" => {
+                // The pending `server-sse-polling` scenario wants the POST stream closed
+                // here and the result replayed on a GET reconnect; rmcp 3.9 gives a handler
+                // no way to reach its own stream, so the result arrives on the POST stream.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok(CallToolResult::success(vec![text(
+                    "Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.",
+                )]))
+            }
+            other => Err(McpError::invalid_params(
+                format!("tool not found: {other}"),
+                None,
+            )),
+        }
+    }
+
+    fn read(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
+        let contents = match uri {
+            catalog::STATIC_TEXT_URI => json!({"uri": uri, "mimeType": "text/plain",
+                "text": "This is the content of the static text resource."}),
+            catalog::STATIC_BINARY_URI => {
+                json!({"uri": uri, "mimeType": "image/png", "blob": catalog::PNG_BASE64})
+            }
+            catalog::WATCHED_URI => json!({"uri": uri, "mimeType": "text/plain",
+                "text": "Watched resource content"}),
+            _ => {
+                let id = uri
+                    .strip_prefix("test://template/")
+                    .and_then(|rest| rest.strip_suffix("/data"))
+                    .filter(|id| !id.is_empty() && !id.contains('/'));
+                let Some(id) = id else {
+                    return Err(McpError::resource_not_found(
+                        format!("no resource at {uri}"),
+                        Some(json!({"uri": uri})),
+                    ));
+                };
+                let body =
+                    json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                json!({"uri": uri, "mimeType": "application/json", "text": body.to_string()})
+            }
+        };
+        wire("resource contents", json!({"contents": [contents]}))
+    }
+
+    fn prompt(&self, req: &GetPromptRequestParams) -> Result<GetPromptResult, McpError> {
+        let arg = |name: &str| -> Result<String, McpError> {
+            req.arguments
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("missing prompt argument `{name}`"), None)
+                })
+        };
+        let user = |content: Value| json!({"role": "user", "content": content});
+        let value = match req.name.as_ref() {
+            "test_simple_prompt" => json!({"messages": [
+                user(json!({"type": "text", "text": "This is a simple prompt for testing."}))]}),
+            "test_prompt_with_arguments" => {
+                let (a1, a2) = (arg("arg1")?, arg("arg2")?);
+                json!({"messages": [user(json!({"type": "text",
+                    "text": format!("Prompt with arguments: arg1='{a1}', arg2='{a2}'")}))]})
+            }
+            "test_prompt_with_embedded_resource" => {
+                let uri = arg("resourceUri")?;
+                json!({"messages": [
+                    user(json!({"type": "resource", "resource": {"uri": uri, "mimeType": "text/plain",
+                        "text": "Embedded resource content for testing."}})),
+                    user(json!({"type": "text", "text": "Please process the embedded resource above."}))]})
+            }
+            "test_prompt_with_image" => json!({"messages": [
+                user(json!({"type": "image", "data": catalog::PNG_BASE64, "mimeType": "image/png"})),
+                user(json!({"type": "text", "text": "Please analyze the image above."}))]}),
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("prompt not found: {other}"),
+                    None,
+                ));
+            }
+        };
+        wire("prompt", value)
+    }
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        let caps: ServerCapabilities = serde_json::from_value(json!({
+            "tools": {}, "resources": {"subscribe": true}, "prompts": {},
+            "logging": {}, "completions": {}
+        }))
+        .unwrap_or_default();
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new(
+                "toolforge-conformance-fixture",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions("The fixture the MCP conformance suite's server scenarios expect.")
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(wire(
+            "tools",
+            catalog::tools(),
+        )?))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.call(req, ctx).await.map(CallToolResponse::Complete)
+    }
+
+    async fn list_resources(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        wire("resources", json!({"resources": catalog::resources()}))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        wire(
+            "templates",
+            json!({"resourceTemplates": catalog::resource_templates()}),
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        req: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read(&req.uri).map(ReadResourceResponse::Complete)
+    }
+
+    async fn subscribe(
+        &self,
+        req: SubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.read(&req.uri).map(|_| ())
+    }
+
+    async fn unsubscribe(
+        &self,
+        _req: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        wire("prompts", json!({"prompts": catalog::prompts()}))
+    }
+
+    async fn get_prompt(
+        &self,
+        req: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.prompt(&req).map(GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        req: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let req = serde_json::to_value(&req).map_err(|e| peer_error("encoding", e))?;
+        let is_arg1 = req.pointer("/ref/type") == Some(&json!("ref/prompt"))
+            && req.pointer("/ref/name") == Some(&json!("test_prompt_with_arguments"))
+            && req.pointer("/argument/name") == Some(&json!("arg1"));
+        let values: Vec<&str> = if is_arg1 {
+            let prefix = req
+                .pointer("/argument/value")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            catalog::ARG1_COMPLETIONS
+                .iter()
+                .copied()
+                .filter(|v| v.starts_with(prefix))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        wire(
+            "completion",
+            json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}),
+        )
+    }
+
+    async fn set_level(
+        &self,
+        _req: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+}
