@@ -13,6 +13,7 @@
 //! - [`sandbox`]: `run_python` in an isolated CPython child.
 //! - [`resources`]: the resource set and its handles.
 
+pub mod landlock;
 pub mod resources;
 pub mod rest;
 pub mod sandbox;

@@ -6,8 +6,10 @@
 //! temporary working directory, a cleared environment, `python3 -I -S -B` (no site, no user
 //! paths, no env vars), and an embedded AST guard (`sandbox_guard.py`) that rejects non-allowlisted
 //! imports, denylisted names and any dunder access before the snippet runs, then runs it with
-//! restricted builtins. Output is capped. It does NOT promise protection against CPython or
-//! kernel exploits, nor that host files readable by this user are unreadable (see docs).
+//! restricted builtins. Beneath all of it, Landlock (when the kernel has it) confines the child
+//! to reading the interpreter's own files and writing its working directory, and denies TCP.
+//! Output is capped. It does NOT promise protection against CPython or kernel exploits (see
+//! docs).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -34,13 +36,16 @@ pub struct SandboxConfig {
     pub max_output_bytes: usize,
     /// Bytes of code accepted.
     pub max_code_bytes: usize,
+    /// What the child may read beneath Landlock (the interpreter's prefixes, system libraries).
+    pub read_only_paths: Vec<PathBuf>,
 }
 
 impl SandboxConfig {
-    /// Defaults around the interpreter `python`.
+    /// Defaults around the interpreter `python` (asks it once for its prefixes).
     #[must_use]
     pub fn new(python: PathBuf) -> Self {
         Self {
+            read_only_paths: crate::landlock::interpreter_read_paths(&python),
             python,
             max_memory_bytes: 512 * 1024 * 1024,
             max_output_bytes: 64 * 1024,
@@ -95,9 +100,10 @@ pub fn resolve_python(name: &str) -> PathBuf {
 }
 
 #[allow(unsafe_code)]
-fn harden(cmd: &mut tokio::process::Command, cpu_secs: u64, mem: u64) {
+fn harden(cmd: &mut tokio::process::Command, cpu_secs: u64, mem: u64, landlock_fd: Option<i32>) {
     // SAFETY: the closure runs in the forked child before exec and only calls async-signal-safe
-    // libc functions (setsid, setrlimit, unshare) on values computed before the fork.
+    // libc functions (setsid, setrlimit, unshare, prctl, landlock) on values computed before
+    // the fork.
     unsafe {
         cmd.pre_exec(move || {
             libc::setsid();
@@ -110,6 +116,13 @@ fn harden(cmd: &mut tokio::process::Command, cpu_secs: u64, mem: u64) {
             };
             // A fresh user+net namespace: no interfaces but a down loopback. Best effort.
             let _ = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET);
+            // Fail closed: a ruleset was built, so the kernel has Landlock; if confining
+            // fails anyway, the snippet does not run.
+            if let Some(fd) = landlock_fd
+                && !crate::landlock::restrict_self(fd)
+            {
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            }
             set(libc::RLIMIT_CPU, cpu_secs);
             set(libc::RLIMIT_AS, mem);
             set(libc::RLIMIT_FSIZE, 1024 * 1024);
@@ -149,6 +162,17 @@ pub async fn run(
     code: &str,
     timeout_seconds: Option<i64>,
 ) -> Result<PythonRun, SandboxError> {
+    run_with(cfg, code, timeout_seconds, GUARD).await
+}
+
+/// Runs the child with `program` as its `-c` program (the guard, or a bare `exec` in tests of
+/// the OS layers beneath it).
+async fn run_with(
+    cfg: &SandboxConfig,
+    code: &str,
+    timeout_seconds: Option<i64>,
+    program: &str,
+) -> Result<PythonRun, SandboxError> {
     if code.trim().is_empty() {
         return Err(SandboxError::Empty);
     }
@@ -164,7 +188,7 @@ pub async fn run(
     };
     let workdir = tempfile::tempdir().map_err(|e| SandboxError::Spawn(cfg.python.clone(), e))?;
     let mut cmd = tokio::process::Command::new(&cfg.python);
-    cmd.args(["-I", "-S", "-B", "-c", GUARD])
+    cmd.args(["-I", "-S", "-B", "-c", program])
         .env_clear()
         .env("PYTHONIOENCODING", "utf-8")
         .current_dir(workdir.path())
@@ -172,11 +196,19 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    harden(&mut cmd, timeout + 1, cfg.max_memory_bytes);
+    let ruleset = crate::landlock::Ruleset::new(&cfg.read_only_paths, workdir.path())
+        .map_err(|e| SandboxError::Spawn(cfg.python.clone(), e))?;
+    harden(
+        &mut cmd,
+        timeout + 1,
+        cfg.max_memory_bytes,
+        ruleset.as_ref().map(crate::landlock::Ruleset::raw_fd),
+    );
     let start = Instant::now();
     let mut child = cmd
         .spawn()
         .map_err(|e| SandboxError::Spawn(cfg.python.clone(), e))?;
+    drop(ruleset);
     let pid = child.id();
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(code.as_bytes()).await;
@@ -230,4 +262,70 @@ fn kill_group(pid: Option<u32>) {
 #[must_use]
 pub fn python_available(path: &Path) -> bool {
     path.is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The OS layers on their own: the static guard is replaced by a bare `exec`, so these
+    //! snippets reach the interpreter unchecked, as an exploit of the guard would.
+    use super::*;
+
+    const BARE: &str = "import sys; exec(sys.stdin.read())";
+
+    fn cfg() -> SandboxConfig {
+        SandboxConfig::new(resolve_python("python3"))
+    }
+
+    async fn bare(code: &str) -> PythonRun {
+        run_with(&cfg(), code, Some(5), BARE)
+            .await
+            .expect("sandbox starts")
+    }
+
+    #[tokio::test]
+    async fn bare_exec_still_runs_ordinary_code() {
+        let r = bare("import json, math\nprint(json.dumps(math.sqrt(16)))").await;
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.stdout.trim(), "4.0");
+    }
+
+    #[tokio::test]
+    async fn host_files_outside_the_interpreter_are_unreadable() {
+        if crate::landlock::abi_version().is_none() {
+            panic!("this kernel has no Landlock: the filesystem layer cannot be tested here");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("secret.txt");
+        std::fs::write(&secret, "canary-7d1f").expect("write canary");
+        let code = format!(
+            "import os\nfor p in [{:?}, '/etc/passwd', '/etc/hostname']:\n    try:\n        \
+             print(p, open(p).read()[:20])\n    except OSError as e:\n        print(p, 'DENIED', \
+             e.errno)\nprint('LIST', len(os.listdir('/')) if os.access('/', os.R_OK) else 'x')",
+            secret.display().to_string()
+        );
+        let r = bare(&code).await;
+        assert!(!r.stdout.contains("canary-7d1f"), "{r:?}");
+        assert!(!r.stdout.contains("root:"), "{r:?}");
+        assert_eq!(r.stdout.matches("DENIED").count(), 3, "{r:?}");
+        // The working directory stays writable.
+        let w = bare("open('out.txt', 'w').write('ok')\nprint(open('out.txt').read())").await;
+        assert_eq!(w.stdout.trim(), "ok", "{w:?}");
+    }
+
+    #[tokio::test]
+    async fn no_network_even_to_loopback() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let code = format!(
+            "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), \
+             timeout=2)\n    print('CONNECTED')\nexcept OSError as e:\n    print('BLOCKED', e)"
+        );
+        let r = bare(&code).await;
+        assert!(r.stdout.contains("BLOCKED"), "{r:?}");
+        listener.set_nonblocking(true).expect("nonblocking");
+        assert!(
+            listener.accept().is_err(),
+            "the child reached the host's loopback"
+        );
+    }
 }
