@@ -1,4 +1,25 @@
-//! The HTTP face of toolforge: the gateway's MCP server at `/mcp` (and over stdio), the
-//! catalog and health endpoints, and the agent's chat API.
+//! The gateway: the pool re-exposed as one MCP server, over Streamable HTTP at `/mcp` (beside
+//! `GET /tools` and `GET /health`) and over stdio.
 //!
-//! axum lives here and nowhere else.
+//! It never starts servers itself (the pool does) and never reads the environment (the binary
+//! passes options).
+
+pub mod http;
+pub mod mcp;
+
+pub use http::{HttpOptions, health, router, serve, tool_rows};
+pub use mcp::{Gateway, Shared};
+
+/// Serves one gateway session over stdin/stdout until the client disconnects.
+///
+/// # Errors
+/// The transport fails during initialization.
+pub async fn serve_stdio(shared: std::sync::Arc<Shared>) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let running = Gateway::new(shared)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("stdio gateway: {e}"))?;
+    let _ = running.waiting().await;
+    Ok(())
+}

@@ -1,5 +1,17 @@
-//! The MCP client pool: connects to every configured server (stdio child processes and
-//! Streamable HTTP) through rmcp, keeps them supervised, merges their catalogs, routes calls with
-//! the retry policy and caches catalogs.
+//! The MCP client pool: connects to every server of `mcp.servers.json` (stdio children and
+//! Streamable HTTP), keeps each connection supervised, merges what they offer into a
+//! [`toolforge_select::Catalog`], and executes calls with the retry policy.
 //!
-//! rmcp client types never leave this crate: callers speak toolforge's own types.
+//! It never reads the environment or files itself (the binary passes config text and a variable
+//! lookup), and rmcp's client types stay inside: callers see the pool, MCP model types and the
+//! catalog.
+
+pub mod config;
+pub mod pool;
+pub mod relay;
+
+pub use config::{ConfigError, PoolConfig, ServerConfig, Transport};
+pub use pool::{
+    CallContext, CallError, CallFailure, CallOutcome, Pool, PoolOptions, ServerHealth, ServerState,
+};
+pub use relay::{ElicitationFallback, PoolEvent};

@@ -1,8 +1,28 @@
-//! `toolforge gateway`.
+//! `toolforge gateway --stdio`: the gateway for desktop MCP clients.
+
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Serve over stdin/stdout (the only transport of this command; `serve` is the HTTP one).
+    #[arg(long, required = true)]
+    pub stdio: bool,
+    /// Servers configuration (default: $MCP_SERVERS_CONFIG, else ./mcp.servers.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How tool names are exposed.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub namespace: super::serve::NamespaceArg,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`toolforge gateway` is not available in this build yet")
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let config = crate::config::load_pool_config(args.config)?;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
+    let served = tokio::select! {
+        r = toolforge_gateway::serve_stdio(shared) => r,
+        () = crate::config::shutdown_signal() => Ok(()),
+    };
+    pool.shutdown().await;
+    served
 }

@@ -1,8 +1,83 @@
-//! `toolforge serve`.
+//! `toolforge serve`: the HTTP API and the gateway's MCP endpoint.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+/// How tool names are exposed.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum NamespaceArg {
+    /// Own names when unique, overlap groups under the group name.
+    Auto,
+    /// Every tool as `server__tool`.
+    Always,
+}
+
+impl From<NamespaceArg> for toolforge_select::Namespace {
+    fn from(n: NamespaceArg) -> Self {
+        match n {
+            NamespaceArg::Auto => Self::Auto,
+            NamespaceArg::Always => Self::Always,
+        }
+    }
+}
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Servers configuration (default: $MCP_SERVERS_CONFIG, else ./mcp.servers.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to bind (0 picks a free one, printed at start-up).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Stateless Streamable HTTP, for several replicas behind a load balancer.
+    #[arg(long)]
+    pub stateless: bool,
+    /// How tool names are exposed.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub namespace: NamespaceArg,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`toolforge serve` is not available in this build yet")
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let config = crate::config::load_pool_config(args.config)?;
+    let listener = tokio::net::TcpListener::bind((args.host, args.port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    let addr = listener.local_addr()?;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    for h in pool.health() {
+        tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
+    }
+    let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
+    let cancel = CancellationToken::new();
+    let mut extra_hosts = args.allow_hosts;
+    if !args.host.is_loopback() && !args.host.is_unspecified() {
+        extra_hosts.push(args.host.to_string());
+    }
+    let opts = toolforge_gateway::HttpOptions {
+        extra_hosts,
+        stateless: args.stateless,
+        max_body_bytes: args.max_body_bytes,
+        cancel: cancel.clone(),
+    };
+    eprintln!("toolforge: serving http://{addr}/mcp (also /tools, /health)");
+    let signal = cancel.clone();
+    tokio::spawn(async move {
+        crate::config::shutdown_signal().await;
+        signal.cancel();
+    });
+    let served = toolforge_gateway::serve(listener, shared, opts).await;
+    pool.shutdown().await;
+    served.context("HTTP server failed")
 }

@@ -1,10 +1,53 @@
-//! `toolforge tools snapshot`.
+//! `toolforge tools snapshot`: writes the live pool's catalog in the snapshot format that
+//! `--catalog` options read (DESIGN §8).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use anyhow::Context as _;
 
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`toolforge tools snapshot` is not available in this build yet")
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Servers configuration (default: $MCP_SERVERS_CONFIG, else ./mcp.servers.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where to write the snapshot (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = crate::config::load_pool_config(args.config)?;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let catalog = pool.catalog();
+    let health = pool.health();
+    pool.shutdown().await;
+    for h in health
+        .iter()
+        .filter(|h| h.state != toolforge_mcp::ServerState::Ready)
+    {
+        eprintln!(
+            "warning: server {} is {:?}; its tools are missing from the snapshot{}",
+            h.name,
+            h.state,
+            h.last_error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        );
+    }
+    let text = serde_json::to_string_pretty(&catalog.to_snapshot_json())?;
+    if args.out.as_os_str() == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(&args.out, text + "\n")
+            .with_context(|| format!("cannot write {}", args.out.display()))?;
+        eprintln!(
+            "wrote {} tools from {} servers to {}",
+            catalog.len(),
+            catalog.servers.len(),
+            args.out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

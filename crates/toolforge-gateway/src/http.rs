@@ -1,0 +1,280 @@
+//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health`, and
+//! JSON errors for everything else.
+//!
+//! DNS-rebinding protection: rmcp checks `Host` (and, enforced here, `Origin`) on `/mcp`; the
+//! same allow-list guards the other routes in a middleware, so a page on a foreign origin can
+//! read nothing. Bodies are bounded (`max_body_bytes`, 4 MiB by default): a larger
+//! `Content-Length` is refused with 413 before the body is read, and a chunked body is cut at
+//! the limit.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use toolforge_mcp::{ServerHealth, ServerState};
+
+use crate::mcp::{Gateway, Shared};
+
+/// HTTP options.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Extra `Host` values to accept besides loopback (the bind address when not loopback).
+    pub extra_hosts: Vec<String>,
+    /// Stateless Streamable HTTP (no sessions: for replicas behind a load balancer; the
+    /// server-to-client requests of a call cannot be relayed then).
+    pub stateless: bool,
+    /// Largest request body accepted.
+    pub max_body_bytes: usize,
+    /// Ends open sessions on shutdown.
+    pub cancel: CancellationToken,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            extra_hosts: Vec::new(),
+            stateless: false,
+            max_body_bytes: 4 * 1024 * 1024,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// One error shape for every non-MCP route.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": {"status": self.status.as_u16(), "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+/// One row of `GET /tools`.
+#[derive(Debug, Serialize)]
+pub struct ToolRow {
+    pub server: String,
+    pub name: String,
+    pub exposed_name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+    pub tags: Vec<String>,
+}
+
+/// The merged catalog as `GET /tools` lists it: every tool of every server, with the name the
+/// gateway exposes it under, in presentation order.
+#[must_use]
+pub fn tool_rows(shared: &Shared) -> Vec<ToolRow> {
+    let catalog = shared.pool.catalog();
+    let presentation = shared.presentation();
+    let mut rows = Vec::new();
+    for exposed in presentation.tools() {
+        for member in &exposed.members {
+            if let Some(tool) = catalog.get(member) {
+                rows.push(ToolRow {
+                    server: tool.server.clone(),
+                    name: tool.name.clone(),
+                    exposed_name: exposed.name.clone(),
+                    description: tool.description.clone(),
+                    input_schema: tool.input_schema.clone(),
+                    tags: tool.tags.clone(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// `GET /health` body.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+    pub servers: Vec<ServerHealth>,
+    pub cache: serde_json::Value,
+}
+
+/// Health of the pool: `ok` when every enabled server is ready, else `degraded`.
+#[must_use]
+pub fn health(shared: &Shared) -> Health {
+    let servers = shared.pool.health();
+    let ok = servers
+        .iter()
+        .all(|s| matches!(s.state, ServerState::Ready | ServerState::Disabled));
+    Health {
+        status: if ok { "ok" } else { "degraded" },
+        servers,
+        cache: json!({"backend": "none", "note": "the catalog is kept in memory from the live pool"}),
+    }
+}
+
+async fn tools_route(State(shared): State<Arc<Shared>>) -> Json<Vec<ToolRow>> {
+    Json(tool_rows(&shared))
+}
+
+async fn health_route(State(shared): State<Arc<Shared>>) -> Json<Health> {
+    Json(health(&shared))
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route for {} {}; try POST /mcp, GET /tools or GET /health",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}
+
+fn host_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return true; // HTTP/1.0 or HTTP/2 without :authority mapping: nothing to rebind
+    };
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.split(']').next())
+        .unwrap_or_else(|| host.rsplit_once(':').map_or(host, |(h, _)| h));
+    LOOPBACK_HOSTS.contains(&bare) || extra.iter().any(|e| e == host || e == bare)
+}
+
+fn origin_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok()) else {
+        return true;
+    };
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let mut h = HeaderMap::new();
+    if let Ok(v) = rest.parse() {
+        h.insert(header::HOST, v);
+    }
+    host_allowed(&h, extra)
+}
+
+async fn guard(
+    State(opts): State<Arc<HttpOptions>>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let headers = req.headers();
+    if !host_allowed(headers, &opts.extra_hosts) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Host header is not allowed (DNS-rebinding protection)",
+        ));
+    }
+    if !origin_allowed(headers, &opts.extra_hosts) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Origin is not allowed (DNS-rebinding protection)",
+        ));
+    }
+    let too_big = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > opts.max_body_bytes);
+    if too_big {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than {} bytes", opts.max_body_bytes),
+        ));
+    }
+    Ok(next.run(req).await)
+}
+
+/// The gateway's MCP service.
+#[must_use]
+pub fn mcp_service(
+    shared: Arc<Shared>,
+    opts: &HttpOptions,
+) -> StreamableHttpService<Gateway, LocalSessionManager> {
+    let hosts = LOOPBACK_HOSTS
+        .iter()
+        .map(|h| (*h).to_owned())
+        .chain(opts.extra_hosts.iter().cloned());
+    let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
+        .collect();
+    for h in &opts.extra_hosts {
+        origins.push(format!("http://{h}:*"));
+        origins.push(format!("https://{h}:*"));
+    }
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_cancellation_token(opts.cancel.child_token());
+    if opts.stateless {
+        config = config
+            .with_legacy_session_mode(false)
+            .with_json_response(true);
+    }
+    StreamableHttpService::new(
+        move || Ok(Gateway::new(shared.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// The whole HTTP router.
+pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
+    let opts = Arc::new(opts);
+    axum::Router::new()
+        .route("/tools", get(tools_route))
+        .route("/health", get(health_route))
+        .with_state(shared.clone())
+        .nest_service("/mcp", mcp_service(shared, &opts))
+        .fallback(not_found)
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            opts.max_body_bytes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
+}
+
+/// Serves [`router`] on `listener` until `opts.cancel` is cancelled.
+///
+/// # Errors
+/// The listener fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    opts: HttpOptions,
+) -> std::io::Result<()> {
+    let cancel = opts.cancel.clone();
+    axum::serve(listener, router(shared, opts))
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+}

@@ -1,0 +1,586 @@
+//! The gateway as one MCP server over the pool: a hand-written `ServerHandler` (the catalog is
+//! dynamic, so the tool macros do not fit).
+//!
+//! Naming: tools follow `toolforge_select::presentation` (own names when unique, overlap groups
+//! under the group's name, `server__tool` always accepted). A tool with one member is re-exposed
+//! with its server's own definition (title, annotations, outputSchema, `_meta`), renamed only
+//! when the presentation renamed it. Resources are routed by URI (the server that lists it, else
+//! the server whose template matches); prompts by name, and a prompt name offered by several
+//! servers goes to the first in configuration order while the others stay reachable as
+//! `server__prompt`. A group call goes to the group's first member whose server is ready.
+
+#![allow(deprecated)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    Tool as McpTool, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use toolforge_mcp::{CallContext, Pool, PoolEvent, ServerState};
+use toolforge_select::ToolId;
+use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
+
+/// A session subscribed to a resource: its id and its peer.
+type Subscriber = (u64, Peer<RoleServer>);
+
+/// State shared by every session of one gateway.
+pub struct Shared {
+    pub pool: Arc<Pool>,
+    pub namespace: Namespace,
+    presentation: RwLock<Arc<Presentation>>,
+    sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// uri -> sessions (id, peer) subscribed to it.
+    subscriptions: Mutex<BTreeMap<String, Vec<Subscriber>>>,
+    next_session: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Builds the shared state and starts relaying pool events to sessions.
+    #[must_use]
+    pub fn new(pool: Arc<Pool>, namespace: Namespace) -> Arc<Self> {
+        let presentation = Arc::new(Presentation::new(&pool.catalog(), namespace));
+        let shared = Arc::new(Self {
+            pool,
+            namespace,
+            presentation: RwLock::new(presentation),
+            sessions: Mutex::new(Vec::new()),
+            subscriptions: Mutex::new(BTreeMap::new()),
+            next_session: std::sync::atomic::AtomicU64::new(1),
+        });
+        let weak = Arc::downgrade(&shared);
+        let mut events = shared.pool.subscribe_events();
+        tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        PoolEvent::ToolsChanged {
+                            server: String::new(),
+                        }
+                    }
+                    Err(_) => break,
+                };
+                let Some(shared) = weak.upgrade() else { break };
+                shared.on_event(event).await;
+            }
+        });
+        shared
+    }
+
+    /// The current presentation.
+    #[must_use]
+    pub fn presentation(&self) -> Arc<Presentation> {
+        self.presentation.read().clone()
+    }
+
+    fn live_sessions(&self) -> Vec<Peer<RoleServer>> {
+        let mut sessions = self.sessions.lock();
+        sessions.retain(|p| !p.is_transport_closed());
+        sessions.clone()
+    }
+
+    async fn on_event(&self, event: PoolEvent) {
+        match event {
+            PoolEvent::ToolsChanged { .. } | PoolEvent::StateChanged { .. } => {
+                let fresh = Presentation::new(&self.pool.catalog(), self.namespace);
+                let changed = {
+                    let mut current = self.presentation.write();
+                    let changed = current.tools() != fresh.tools();
+                    *current = Arc::new(fresh);
+                    changed
+                };
+                if changed {
+                    for peer in self.live_sessions() {
+                        let _ = peer.notify_tool_list_changed().await;
+                    }
+                }
+            }
+            PoolEvent::ResourcesChanged { .. } => {
+                for peer in self.live_sessions() {
+                    let _ = peer.notify_resource_list_changed().await;
+                }
+            }
+            PoolEvent::PromptsChanged { .. } => {
+                for peer in self.live_sessions() {
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+            }
+            PoolEvent::ResourceUpdated { uri, .. } => {
+                let peers = {
+                    let mut subs = self.subscriptions.lock();
+                    let list = subs.entry(uri.clone()).or_default();
+                    list.retain(|(_, p)| !p.is_transport_closed());
+                    list.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>()
+                };
+                for peer in peers {
+                    let _ = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone()))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// The tools as MCP definitions, in presentation order.
+    #[must_use]
+    pub fn tool_list(&self) -> Vec<McpTool> {
+        let presentation = self.presentation();
+        presentation
+            .tools()
+            .iter()
+            .filter_map(|exposed| {
+                if let [only] = exposed.members.as_slice()
+                    && let Some(mut def) = self.pool.tool_definition(only)
+                {
+                    def.name = exposed.name.clone().into();
+                    return Some(def);
+                }
+                let def = json!({
+                    "name": exposed.name,
+                    "description": exposed.description,
+                    "inputSchema": exposed.input_schema,
+                });
+                serde_json::from_value(def).ok()
+            })
+            .collect()
+    }
+
+    /// Which server and tool a name reaches.
+    fn route_tool(&self, name: &str) -> Option<ToolId> {
+        let presentation = self.presentation();
+        match presentation.resolve(name)? {
+            Resolved::Direct(id) => Some(id),
+            Resolved::Group(group) => {
+                let health = self.pool.health();
+                let ready = |server: &str| {
+                    health
+                        .iter()
+                        .any(|h| h.name == server && h.state == ServerState::Ready)
+                };
+                group
+                    .members
+                    .iter()
+                    .find(|m| ready(&m.server))
+                    .or_else(|| group.members.first())
+                    .cloned()
+            }
+        }
+    }
+
+    fn resource_server(&self, uri: &str) -> Option<String> {
+        if let Some((server, _)) = self
+            .pool
+            .resources()
+            .into_iter()
+            .find(|(_, r)| r.uri == uri)
+        {
+            return Some(server);
+        }
+        if let Some((server, _)) = self
+            .pool
+            .resource_templates()
+            .into_iter()
+            .find(|(_, t)| template_matches(&t.uri_template, uri))
+        {
+            return Some(server);
+        }
+        // One server offers resources at all: it is the only place the URI can live.
+        let with_resources: Vec<String> = self
+            .pool
+            .capabilities()
+            .into_iter()
+            .filter(|(_, c)| c.resources.is_some())
+            .map(|(s, _)| s)
+            .collect();
+        (with_resources.len() == 1).then(|| with_resources[0].clone())
+    }
+
+    /// Prompts as exposed: first server wins a name, the others are `server__name`.
+    fn prompt_table(&self) -> Vec<(String, String, Prompt)> {
+        let mut seen = HashSet::new();
+        self.pool
+            .prompts()
+            .into_iter()
+            .map(|(server, prompt)| {
+                let exposed = if seen.insert(prompt.name.clone()) {
+                    prompt.name.clone()
+                } else {
+                    format!("{server}{SEP}{}", prompt.name)
+                };
+                (exposed, server, prompt)
+            })
+            .collect()
+    }
+
+    fn capabilities(&self) -> ServerCapabilities {
+        let caps = self.pool.capabilities();
+        let any = |f: fn(&ServerCapabilities) -> bool| caps.iter().any(|(_, c)| f(c));
+        let mut v = json!({"tools": {"listChanged": true}});
+        if any(|c| c.resources.is_some()) {
+            let subscribe = any(|c| {
+                c.resources
+                    .as_ref()
+                    .is_some_and(|r| r.subscribe == Some(true))
+            });
+            v["resources"] = json!({"subscribe": subscribe, "listChanged": true});
+        }
+        if any(|c| c.prompts.is_some()) {
+            v["prompts"] = json!({"listChanged": true});
+        }
+        if any(|c| c.logging.is_some()) {
+            v["logging"] = json!({});
+        }
+        if any(|c| c.completions.is_some()) {
+            v["completions"] = json!({});
+        }
+        serde_json::from_value(v).unwrap_or_default()
+    }
+}
+
+/// `{name}`-style URI template match: literal parts must match, each `{var}` takes one or more
+/// characters (no `/` unless the variable is `{+var}` or `{/var}` style).
+fn template_matches(template: &str, uri: &str) -> bool {
+    fn go(t: &str, u: &str) -> bool {
+        match t.find('{') {
+            None => t == u,
+            Some(i) => {
+                if !u.starts_with(&t[..i]) {
+                    return false;
+                }
+                let Some(close) = t[i..].find('}') else {
+                    return t == u;
+                };
+                let var = &t[i + 1..i + close];
+                let rest_t = &t[i + close + 1..];
+                let rest_u = &u[i..];
+                let slash_ok = var.starts_with('+') || var.starts_with('/');
+                for end in 1..=rest_u.len() {
+                    if !rest_u.is_char_boundary(end) {
+                        continue;
+                    }
+                    if !slash_ok && rest_u[..end].contains('/') {
+                        break;
+                    }
+                    if go(rest_t, &rest_u[end..]) {
+                        return true;
+                    }
+                }
+                false
+            }
+        }
+    }
+    go(template, uri)
+}
+
+/// One MCP session's handler (cheap to clone: the state is shared).
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+    session: u64,
+}
+
+impl Gateway {
+    /// A handler for one new session.
+    #[must_use]
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let session = shared
+            .next_session
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self { shared, session }
+    }
+}
+
+fn not_found(what: &str, name: &str) -> McpError {
+    McpError::invalid_params(format!("unknown {what}: {name}"), None)
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let instructions = self
+            .shared
+            .pool
+            .instructions()
+            .into_iter()
+            .map(|(s, i)| format!("{s}: {i}"))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut info = ServerConfig::new(self.shared.capabilities())
+            .with_server_info(Implementation::new("toolforge", env!("CARGO_PKG_VERSION")));
+        if !instructions.is_empty() {
+            info = info.with_instructions(instructions);
+        }
+        info
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.shared.sessions.lock().push(ctx.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.shared.tool_list()))
+    }
+
+    async fn call_tool(
+        &self,
+        mut req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = req.name.to_string();
+        let id = self
+            .shared
+            .route_tool(&name)
+            .ok_or_else(|| not_found("tool", &name))?;
+        req.name = id.name.clone().into();
+        let call = CallContext {
+            caller: Some(ctx.peer.clone()),
+            progress: ctx.meta.get_progress_token(),
+            cancel: Some(ctx.ct.clone()),
+        };
+        match self.shared.pool.call_tool(&id.server, req, call).await {
+            Ok(outcome) => Ok(CallToolResponse::Complete(outcome.result)),
+            Err(failure) => match failure.error {
+                toolforge_mcp::CallError::Rpc(e) => Err(e),
+                other => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    ContentBlock::text(format!("toolforge: {other}")),
+                ]))),
+            },
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let mut seen = HashSet::new();
+        let items = self
+            .shared
+            .pool
+            .resources()
+            .into_iter()
+            .filter(|(_, r)| seen.insert(r.uri.clone()))
+            .map(|(_, r)| r)
+            .collect();
+        Ok(ListResourcesResult::with_all_items(items))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let items = self
+            .shared
+            .pool
+            .resource_templates()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(items))
+    }
+
+    async fn read_resource(
+        &self,
+        req: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let server = self
+            .shared
+            .resource_server(&req.uri)
+            .ok_or_else(|| not_found("resource", &req.uri))?;
+        self.shared
+            .pool
+            .read_resource(&server, req, Some(&ctx.peer))
+            .await
+            .map(ReadResourceResponse::Complete)
+            .map_err(|e| e.to_mcp())
+    }
+
+    async fn subscribe(
+        &self,
+        req: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let server = self
+            .shared
+            .resource_server(&req.uri)
+            .ok_or_else(|| not_found("resource", &req.uri))?;
+        self.shared
+            .pool
+            .subscribe(&server, &req.uri)
+            .await
+            .map_err(|e| e.to_mcp())?;
+        self.shared
+            .subscriptions
+            .lock()
+            .entry(req.uri)
+            .or_default()
+            .push((self.session, ctx.peer));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        req: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let last = {
+            let mut subs = self.shared.subscriptions.lock();
+            let list = subs.entry(req.uri.clone()).or_default();
+            list.retain(|(id, p)| *id != self.session && !p.is_transport_closed());
+            list.is_empty()
+        };
+        if last && let Some(server) = self.shared.resource_server(&req.uri) {
+            self.shared
+                .pool
+                .unsubscribe(&server, &req.uri)
+                .await
+                .map_err(|e| e.to_mcp())?;
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let items = self
+            .shared
+            .prompt_table()
+            .into_iter()
+            .map(|(exposed, _, mut p)| {
+                p.name = exposed;
+                p
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(items))
+    }
+
+    async fn get_prompt(
+        &self,
+        mut req: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let (_, server, prompt) = self
+            .shared
+            .prompt_table()
+            .into_iter()
+            .find(|(exposed, _, _)| *exposed == req.name)
+            .ok_or_else(|| not_found("prompt", &req.name))?;
+        req.name = prompt.name;
+        self.shared
+            .pool
+            .get_prompt(&server, req, Some(&ctx.peer))
+            .await
+            .map(GetPromptResponse::Complete)
+            .map_err(|e| e.to_mcp())
+    }
+
+    async fn complete(
+        &self,
+        req: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let v = serde_json::to_value(&req).unwrap_or(Value::Null);
+        let kind = v.pointer("/ref/type").and_then(Value::as_str).unwrap_or("");
+        let (server, req) = match kind {
+            "ref/prompt" => {
+                let name = v.pointer("/ref/name").and_then(Value::as_str).unwrap_or("");
+                let (_, server, prompt) = self
+                    .shared
+                    .prompt_table()
+                    .into_iter()
+                    .find(|(exposed, _, _)| exposed == name)
+                    .ok_or_else(|| not_found("prompt", name))?;
+                let mut v = v.clone();
+                v["ref"]["name"] = Value::String(prompt.name);
+                let req: CompleteRequestParams = serde_json::from_value(v)
+                    .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+                (server, req)
+            }
+            "ref/resource" => {
+                let uri = v.pointer("/ref/uri").and_then(Value::as_str).unwrap_or("");
+                let server = self
+                    .shared
+                    .pool
+                    .resource_templates()
+                    .into_iter()
+                    .find(|(_, t)| t.uri_template == uri)
+                    .map(|(s, _)| s)
+                    .or_else(|| self.shared.resource_server(uri))
+                    .ok_or_else(|| not_found("resource", uri))?;
+                (server, req)
+            }
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("unknown completion reference type: {other}"),
+                    None,
+                ));
+            }
+        };
+        self.shared
+            .pool
+            .complete(&server, req)
+            .await
+            .map_err(|e| e.to_mcp())
+    }
+
+    async fn set_level(
+        &self,
+        req: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.pool.set_level(req.level).await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_matches;
+
+    #[test]
+    fn uri_templates() {
+        let cases = [
+            (
+                "test://template/{id}/data",
+                "test://template/123/data",
+                true,
+            ),
+            (
+                "test://template/{id}/data",
+                "test://template/1/2/data",
+                false,
+            ),
+            ("test://template/{id}/data", "test://template//data", false),
+            ("file:///{+path}", "file:///a/b/c.txt", true),
+            ("res://{name}", "res://x.md", true),
+            ("res://{name}", "other://x.md", false),
+            ("plain://uri", "plain://uri", true),
+        ];
+        for (t, u, want) in cases {
+            assert_eq!(template_matches(t, u), want, "{t} vs {u}");
+        }
+    }
+}

@@ -1,0 +1,531 @@
+//! `mcp.servers.json`: the shape every MCP client knows, plus toolforge's own keys.
+//!
+//! Parsed by hand from JSON values (not derived) so every error names the server and the key,
+//! and so unknown keys can be reported instead of silently ignored. Variables are expanded from
+//! a lookup the binary passes in: this crate never reads the environment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use toolforge_select::ToolId;
+
+/// Default per-call timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default start-up (connect + initialize + first listing) timeout per server.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The whole pool's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct PoolConfig {
+    /// Servers in file order (the priority order).
+    pub servers: Vec<ServerConfig>,
+    /// Declared overlap groups (`"toolforge": {"overlaps": {...}}`).
+    pub overlaps: Vec<(String, Vec<ToolId>)>,
+    /// Keys that were present but not understood (reported as warnings by the caller).
+    pub warnings: Vec<String>,
+}
+
+/// One server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub tags: Vec<String>,
+    pub aliases: Vec<String>,
+    pub disabled: bool,
+    /// Per-call timeout (`timeout`, seconds).
+    pub call_timeout: Duration,
+    /// Start-up timeout (`startTimeout`, seconds).
+    pub start_timeout: Duration,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// A configuration error, naming where it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("the configuration is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the configuration must be an object with an \"mcpServers\" object")]
+    NoServers,
+    #[error("server \"{server}\": {message}")]
+    Server { server: String, message: String },
+    #[error("\"toolforge\": {0}")]
+    Toolforge(String),
+}
+
+fn server_err(server: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Server {
+        server: server.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` in `text`. A missing variable without a default is
+/// an error naming it. `$$` is a literal `$`.
+///
+/// # Errors
+/// A missing variable or an unterminated `${`.
+pub fn expand(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("unterminated \"${{\" in {text:?}"))?;
+            let inner = &body[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (inner, None),
+            };
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return Err(format!("\"${{{inner}}}\" is not a variable name"));
+            }
+            match (vars(name), default) {
+                (Some(v), _) => out.push_str(&v),
+                (None, Some(d)) => out.push_str(d),
+                (None, None) => {
+                    return Err(format!(
+                        "environment variable {name} is not set (used as ${{{name}}}; \
+                         set it or write ${{{name}:-default}})"
+                    ));
+                }
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn string_list(server: &str, key: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(|s| s.trim().to_owned())
+                    .ok_or_else(|| server_err(server, format!("\"{key}\" must list strings")))
+            })
+            .filter(|r| r.as_ref().map_or(true, |s| !s.is_empty()))
+            .collect(),
+        Value::String(s) => Ok(s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        _ => Err(server_err(
+            server,
+            format!("\"{key}\" must be a list of strings"),
+        )),
+    }
+}
+
+fn string_map(
+    server: &str,
+    key: &str,
+    v: &Value,
+    vars: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let Value::Object(map) = v else {
+        return Err(server_err(server, format!("\"{key}\" must be an object")));
+    };
+    map.iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => {
+                    return Err(server_err(
+                        server,
+                        format!("\"{key}.{k}\" must be a string"),
+                    ));
+                }
+            };
+            let text =
+                expand(&text, vars).map_err(|m| server_err(server, format!("{key}.{k}: {m}")))?;
+            Ok((k.clone(), text))
+        })
+        .collect()
+}
+
+fn seconds(server: &str, key: &str, v: &Value) -> Result<Duration, ConfigError> {
+    v.as_f64()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            server_err(
+                server,
+                format!("\"{key}\" must be a number of seconds in (0, 86400]"),
+            )
+        })
+}
+
+const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "type",
+    "transport",
+    "tags",
+    "aliases",
+    "disabled",
+    "timeout",
+    "startTimeout",
+    "description",
+];
+
+fn parse_server(
+    name: &str,
+    v: &Value,
+    vars: &dyn Fn(&str) -> Option<String>,
+    warnings: &mut Vec<String>,
+) -> Result<ServerConfig, ConfigError> {
+    let Value::Object(obj) = v else {
+        return Err(server_err(name, "must be an object"));
+    };
+    if name.is_empty() || name.contains('/') || name.contains("__") || name.len() > 64 {
+        return Err(server_err(
+            name,
+            "server names must be 1-64 characters without \"/\" or \"__\"",
+        ));
+    }
+    for key in obj.keys() {
+        if !SERVER_KEYS.contains(&key.as_str()) {
+            warnings.push(format!("server \"{name}\": unknown key \"{key}\" ignored"));
+        }
+    }
+    let ex = |s: &str| expand(s, vars).map_err(|m| server_err(name, m));
+    let kind = obj
+        .get("type")
+        .or_else(|| obj.get("transport"))
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase);
+    let transport = match (obj.get("command"), obj.get("url")) {
+        (Some(_), Some(_)) => {
+            return Err(server_err(
+                name,
+                "give either \"command\" or \"url\", not both",
+            ));
+        }
+        (Some(cmd), None) => {
+            let command = cmd
+                .as_str()
+                .filter(|s| !s.trim().is_empty())
+                .ok_or_else(|| server_err(name, "\"command\" must be a non-empty string"))?;
+            let args = match obj.get("args") {
+                None => Vec::new(),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|a| {
+                        a.as_str()
+                            .ok_or_else(|| server_err(name, "\"args\" must list strings"))
+                            .and_then(ex)
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err(server_err(name, "\"args\" must be a list of strings")),
+            };
+            let env = match obj.get("env") {
+                None => Vec::new(),
+                Some(e) => string_map(name, "env", e, vars)?,
+            };
+            let cwd = match obj.get("cwd") {
+                None => None,
+                Some(Value::String(s)) => Some(PathBuf::from(ex(s)?)),
+                Some(_) => return Err(server_err(name, "\"cwd\" must be a string")),
+            };
+            Transport::Stdio {
+                command: ex(command)?,
+                args,
+                env,
+                cwd,
+            }
+        }
+        (None, Some(url)) => {
+            if kind.as_deref() == Some("sse") {
+                return Err(server_err(
+                    name,
+                    "the legacy HTTP+SSE transport is not supported; use the server's \
+                     Streamable HTTP endpoint",
+                ));
+            }
+            let url = ex(url
+                .as_str()
+                .ok_or_else(|| server_err(name, "\"url\" must be a string"))?)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(server_err(name, format!("\"url\" must be http(s): {url}")));
+            }
+            let headers = match obj.get("headers") {
+                None => Vec::new(),
+                Some(h) => string_map(name, "headers", h, vars)?,
+            };
+            Transport::Http { url, headers }
+        }
+        (None, None) => {
+            return Err(server_err(
+                name,
+                "needs \"command\" (stdio) or \"url\" (Streamable HTTP)",
+            ));
+        }
+    };
+    let list = |key: &str| -> Result<Vec<String>, ConfigError> {
+        obj.get(key)
+            .map_or(Ok(Vec::new()), |v| string_list(name, key, v))
+    };
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        tags: list("tags")?,
+        aliases: list("aliases")?,
+        disabled: match obj.get("disabled") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(server_err(name, "\"disabled\" must be true or false")),
+        },
+        call_timeout: obj
+            .get("timeout")
+            .map_or(Ok(DEFAULT_CALL_TIMEOUT), |v| seconds(name, "timeout", v))?,
+        start_timeout: obj
+            .get("startTimeout")
+            .map_or(Ok(DEFAULT_START_TIMEOUT), |v| {
+                seconds(name, "startTimeout", v)
+            })?,
+    })
+}
+
+fn parse_overlaps(v: &Value) -> Result<Vec<(String, Vec<ToolId>)>, ConfigError> {
+    let Value::Object(groups) = v else {
+        return Err(ConfigError::Toolforge(
+            "\"overlaps\" must be an object of group name -> [\"server/tool\", ...]".into(),
+        ));
+    };
+    groups
+        .iter()
+        .map(|(group, members)| {
+            let Value::Array(members) = members else {
+                return Err(ConfigError::Toolforge(format!(
+                    "overlap group \"{group}\" must list \"server/tool\" strings"
+                )));
+            };
+            let ids = members
+                .iter()
+                .map(|m| {
+                    m.as_str().and_then(ToolId::parse).ok_or_else(|| {
+                        ConfigError::Toolforge(format!(
+                            "overlap group \"{group}\": {m} is not \"server/tool\""
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((group.clone(), ids))
+        })
+        .collect()
+}
+
+/// Parses a configuration text. `vars` looks up variables for `${VAR}` expansion.
+///
+/// # Errors
+/// Invalid JSON, a missing `mcpServers`, or any invalid server entry (named in the message).
+pub fn parse(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<PoolConfig, ConfigError> {
+    let root: Value = serde_json::from_str(text)?;
+    let Some(root) = root.as_object() else {
+        return Err(ConfigError::NoServers);
+    };
+    let Some(Value::Object(servers)) = root.get("mcpServers") else {
+        return Err(ConfigError::NoServers);
+    };
+    let mut warnings = Vec::new();
+    for key in root.keys() {
+        if key != "mcpServers" && key != "toolforge" && key != "$schema" {
+            warnings.push(format!("unknown top-level key \"{key}\" ignored"));
+        }
+    }
+    let servers = servers
+        .iter()
+        .map(|(name, v)| parse_server(name, v, vars, &mut warnings))
+        .collect::<Result<Vec<_>, _>>()?;
+    let overlaps = match root.get("toolforge") {
+        None => Vec::new(),
+        Some(Value::Object(tf)) => {
+            for key in tf.keys() {
+                if key != "overlaps" {
+                    warnings.push(format!("\"toolforge\": unknown key \"{key}\" ignored"));
+                }
+            }
+            tf.get("overlaps").map_or(Ok(Vec::new()), parse_overlaps)?
+        }
+        Some(_) => return Err(ConfigError::Toolforge("must be an object".into())),
+    };
+    Ok(PoolConfig {
+        servers,
+        overlaps,
+        warnings,
+    })
+}
+
+/// A config with one object: handy for tests and for `Map` built in code.
+#[must_use]
+pub fn servers_object(entries: &[(&str, Value)]) -> Value {
+    let mut servers = Map::new();
+    for (name, v) in entries {
+        servers.insert((*name).to_owned(), v.clone());
+    }
+    serde_json::json!({ "mcpServers": servers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(name: &str) -> Option<String> {
+        match name {
+            "HOME_DIR" => Some("/home/u".into()),
+            "TOKEN" => Some("s3cret".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expansion_table() {
+        let cases = [
+            ("plain", Ok("plain")),
+            ("${HOME_DIR}/x", Ok("/home/u/x")),
+            ("a${MISSING:-dflt}b", Ok("adfltb")),
+            ("$$HOME_DIR", Ok("$HOME_DIR")),
+            ("cost $5", Ok("cost $5")),
+            ("${MISSING}", Err("MISSING is not set")),
+            ("${HOME_DIR", Err("unterminated")),
+            ("${1BAD}", Err("not a variable name")),
+        ];
+        for (input, want) in cases {
+            let got = expand(input, &vars);
+            match (want, got) {
+                (Ok(w), Ok(g)) => assert_eq!(g, w, "{input}"),
+                (Err(w), Err(g)) => assert!(g.contains(w), "{input}: {g}"),
+                (w, g) => panic!("{input}: wanted {w:?}, got {g:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn order_fields_and_overlaps() {
+        let text = json!({
+            "mcpServers": {
+                "zeta": {"command": "z", "args": ["--root", "${HOME_DIR}"], "env": {"K": "${TOKEN}"},
+                          "tags": ["fs", " read "], "aliases": "z1, z2", "timeout": 5},
+                "alpha": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"},
+                          "disabled": true, "extra": 1}
+            },
+            "toolforge": {"overlaps": {"read": ["zeta/read_file", "alpha/get_file"]}}
+        })
+        .to_string();
+        let cfg = parse(&text, &vars).expect("valid");
+        let names: Vec<_> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha"], "file order is kept");
+        let zeta = &cfg.servers[0];
+        assert_eq!(
+            zeta.transport,
+            Transport::Stdio {
+                command: "z".into(),
+                args: vec!["--root".into(), "/home/u".into()],
+                env: vec![("K".into(), "s3cret".into())],
+                cwd: None
+            }
+        );
+        assert_eq!(zeta.tags, ["fs", "read"]);
+        assert_eq!(zeta.aliases, ["z1", "z2"]);
+        assert_eq!(zeta.call_timeout, Duration::from_secs(5));
+        assert!(cfg.servers[1].disabled);
+        assert_eq!(
+            cfg.servers[1].transport,
+            Transport::Http {
+                url: "https://example.test/mcp".into(),
+                headers: vec![("Authorization".into(), "Bearer s3cret".into())]
+            }
+        );
+        assert_eq!(cfg.overlaps[0].0, "read");
+        assert_eq!(cfg.overlaps[0].1[1], ToolId::new("alpha", "get_file"));
+        assert_eq!(
+            cfg.warnings,
+            ["server \"alpha\": unknown key \"extra\" ignored"]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_server_and_the_problem() {
+        let cases = [
+            (json!([]), "mcpServers"),
+            (
+                json!({"mcpServers": {"a": {}}}),
+                "server \"a\": needs \"command\"",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x", "url": "http://h"}}}),
+                "not both",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x", "env": {"K": "${NOPE}"}}}}),
+                "NOPE is not set",
+            ),
+            (
+                json!({"mcpServers": {"a": {"url": "ftp://h"}}}),
+                "must be http(s)",
+            ),
+            (
+                json!({"mcpServers": {"a": {"url": "http://h", "type": "sse"}}}),
+                "legacy HTTP+SSE",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x", "timeout": -1}}}),
+                "\"timeout\"",
+            ),
+            (
+                json!({"mcpServers": {"a__b": {"command": "x"}}}),
+                "server names",
+            ),
+            (
+                json!({"mcpServers": {}, "toolforge": {"overlaps": {"g": ["nope"]}}}),
+                "not \"server/tool\"",
+            ),
+        ];
+        for (cfg, want) in cases {
+            let err = parse(&cfg.to_string(), &vars).expect_err(want).to_string();
+            assert!(err.contains(want), "{cfg}: {err}");
+        }
+        assert!(parse("{not json", &vars).is_err());
+    }
+}

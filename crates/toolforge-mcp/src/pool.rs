@@ -1,0 +1,948 @@
+//! The pool: one supervised connection per configured server, the merged lists, and calls with
+//! the retry policy.
+//!
+//! Each server has a supervisor task that connects (spawning the child or opening the HTTP
+//! session), lists what the server offers, then waits for the connection to end and reconnects
+//! with exponential backoff (1 s doubling to 30 s). Start-up waits for every server's first
+//! attempt concurrently, each bounded by its own start timeout, so one broken server never holds
+//! up the others. Calls follow DESIGN §2: transient failures (transport, timeouts of a send,
+//! HTTP 5xx, a server that is restarting) are retried up to 3 attempts with full-jitter backoff
+//! from 500 ms doubling; JSON-RPC errors and tool `isError` results are terminal. One deadline
+//! (the server's `timeout`) bounds all attempts of a call together.
+
+#![allow(deprecated)]
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientRequest, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, LoggingLevel, ProgressToken,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerResult, SetLevelRequestParams,
+    SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
+};
+use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ErrorData as McpError, Peer, RoleClient, RoleServer, ServiceExt};
+use serde::Serialize;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
+
+use crate::config::{PoolConfig, ServerConfig, Transport};
+use crate::relay::{CallGuard, ElicitationFallback, PoolEvent, Relay};
+
+/// Retry policy of DESIGN §2.
+const MAX_ATTEMPTS: u32 = 3;
+const RETRY_BASE: Duration = Duration::from_millis(500);
+const RESTART_BASE: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+
+/// A server's lifecycle state, as `/health` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    Starting,
+    Ready,
+    Restarting,
+    Failed,
+    Disabled,
+}
+
+/// One server's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerHealth {
+    pub name: String,
+    pub state: ServerState,
+    pub tools: usize,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+}
+
+/// Options the binary chooses.
+#[derive(Debug, Clone, Default)]
+pub struct PoolOptions {
+    /// A `command` equal to this name runs `self_exe` instead (the bundled config starts the
+    /// built-in servers as `toolforge server ...`, which must be this very build).
+    pub self_command: Option<(String, PathBuf)>,
+    /// What to answer a backend's elicitation when no client can (the CLI).
+    pub elicitation_fallback: ElicitationFallback,
+}
+
+#[derive(Default)]
+struct Lists {
+    tools: Vec<McpTool>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+    capabilities: Option<ServerCapabilities>,
+    instructions: Option<String>,
+}
+
+struct Status {
+    state: ServerState,
+    last_error: Option<String>,
+    restarts: u32,
+}
+
+struct Upstream {
+    cfg: ServerConfig,
+    relay: Relay,
+    status: RwLock<Status>,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    lists: RwLock<Lists>,
+    /// Bumped whenever the state changes, so waiters can wake.
+    changed: watch::Sender<u64>,
+}
+
+impl Upstream {
+    fn set_state(&self, state: ServerState, error: Option<String>) {
+        {
+            let mut s = self.status.write();
+            s.state = state;
+            if error.is_some() || state == ServerState::Ready {
+                s.last_error = error;
+            }
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    fn state(&self) -> ServerState {
+        self.status.read().state
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown server \"{0}\"")]
+    UnknownServer(String),
+    #[error("server \"{server}\" is {state:?}{}", last_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Unavailable {
+        server: String,
+        state: ServerState,
+        last_error: Option<String>,
+    },
+    #[error("server \"{server}\" did not answer within {after:?}")]
+    Timeout { server: String, after: Duration },
+    /// A JSON-RPC error from the server (terminal).
+    #[error("{0}")]
+    Rpc(McpError),
+    #[error("server \"{server}\": {message}")]
+    Transport { server: String, message: String },
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+impl CallError {
+    /// The error as a JSON-RPC error for a client.
+    #[must_use]
+    pub fn to_mcp(&self) -> McpError {
+        match self {
+            Self::Rpc(e) => e.clone(),
+            Self::UnknownServer(_) => McpError::invalid_params(self.to_string(), None),
+            _ => McpError::internal_error(self.to_string(), None),
+        }
+    }
+}
+
+/// A tool call's result and how it was obtained (traces record both).
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub result: CallToolResult,
+    pub attempts: u32,
+    pub retry_reason: Option<String>,
+}
+
+/// A failed call, with the attempts made.
+#[derive(Debug)]
+pub struct CallFailure {
+    pub error: CallError,
+    pub attempts: u32,
+    pub retry_reason: Option<String>,
+}
+
+/// Who is calling, for relaying what the backend sends back during the call.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// The gateway session that made the call (sampling, elicitation, logging go there).
+    pub caller: Option<Peer<RoleServer>>,
+    /// The caller's progress token.
+    pub progress: Option<ProgressToken>,
+    /// Cancelled when the caller goes away; the backend then gets `notifications/cancelled`.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// The pool of MCP servers.
+pub struct Pool {
+    servers: Vec<Arc<Upstream>>,
+    overlaps: Vec<(String, Vec<ToolId>)>,
+    events: broadcast::Sender<PoolEvent>,
+    cancel: CancellationToken,
+    tasks: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("servers", &self.servers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn jitter(max: Duration) -> Duration {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    let r = h.finish();
+    let ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX).max(1);
+    Duration::from_millis(r % ms)
+}
+
+fn transient(e: &ServiceError) -> Option<String> {
+    match e {
+        ServiceError::TransportSend(err) => Some(format!("transport: {err}")),
+        ServiceError::TransportClosed => Some("connection closed".into()),
+        ServiceError::Timeout { .. } => Some("request timeout".into()),
+        _ => None,
+    }
+}
+
+impl Pool {
+    /// Starts every enabled server concurrently and returns once each has made its first
+    /// attempt (ready, failed, or past its start timeout). Broken servers keep retrying in the
+    /// background.
+    pub async fn start(config: PoolConfig, options: PoolOptions) -> Arc<Self> {
+        let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
+        let (events, _) = broadcast::channel(256);
+        let cancel = CancellationToken::new();
+        let servers: Vec<Arc<Upstream>> = config
+            .servers
+            .into_iter()
+            .map(|cfg| {
+                let disabled = cfg.disabled;
+                let relay = Relay::new(&cfg.name, relay_tx.clone(), options.elicitation_fallback);
+                Arc::new(Upstream {
+                    relay,
+                    status: RwLock::new(Status {
+                        state: if disabled {
+                            ServerState::Disabled
+                        } else {
+                            ServerState::Starting
+                        },
+                        last_error: None,
+                        restarts: 0,
+                    }),
+                    peer: RwLock::new(None),
+                    lists: RwLock::new(Lists::default()),
+                    changed: watch::channel(0).0,
+                    cfg,
+                })
+            })
+            .collect();
+        let pool = Arc::new(Self {
+            servers,
+            overlaps: config.overlaps,
+            events,
+            cancel,
+            tasks: parking_lot::Mutex::new(Vec::new()),
+        });
+        let mut first = Vec::new();
+        for up in &pool.servers {
+            if up.cfg.disabled {
+                continue;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            first.push((up.clone(), rx));
+            let task = tokio::spawn(supervise(
+                up.clone(),
+                options.clone(),
+                pool.cancel.clone(),
+                pool.events.clone(),
+                tx,
+            ));
+            pool.tasks.lock().push(task);
+        }
+        // Refresh lists on list_changed, then tell the gateway.
+        let weak = Arc::downgrade(&pool);
+        let refresher = tokio::spawn(async move {
+            while let Some(event) = relay_rx.recv().await {
+                let Some(pool) = weak.upgrade() else { break };
+                if let PoolEvent::ToolsChanged { server }
+                | PoolEvent::ResourcesChanged { server }
+                | PoolEvent::PromptsChanged { server } = &event
+                    && let Some(up) = pool.upstream(server)
+                {
+                    let peer = up.peer.read().clone();
+                    if let Some(peer) = peer
+                        && let Err(e) = refresh_lists(&up, &peer).await
+                    {
+                        tracing::warn!(server = %server, "refreshing lists after list_changed failed: {e}");
+                    }
+                }
+                let _ = pool.events.send(event);
+            }
+        });
+        pool.tasks.lock().push(refresher);
+        for (up, rx) in first {
+            let limit = up.cfg.start_timeout + Duration::from_secs(1);
+            if tokio::time::timeout(limit, rx).await.is_err() {
+                tracing::warn!(server = %up.cfg.name, "not ready after {limit:?}; still trying in the background");
+            }
+        }
+        pool
+    }
+
+    /// Stops every server (stdio children get the spec shutdown) and waits briefly.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        let tasks: Vec<_> = self.tasks.lock().drain(..).collect();
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(8), t).await;
+        }
+    }
+
+    fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
+        self.servers.iter().find(|u| u.cfg.name == name).cloned()
+    }
+
+    /// Server names in configuration order (disabled ones included).
+    #[must_use]
+    pub fn server_names(&self) -> Vec<String> {
+        self.servers.iter().map(|u| u.cfg.name.clone()).collect()
+    }
+
+    /// Events (list changes, resource updates, state changes).
+    #[must_use]
+    pub fn subscribe_events(&self) -> broadcast::Receiver<PoolEvent> {
+        self.events.subscribe()
+    }
+
+    /// Health of every configured server, in configuration order.
+    #[must_use]
+    pub fn health(&self) -> Vec<ServerHealth> {
+        self.servers
+            .iter()
+            .map(|u| {
+                let s = u.status.read();
+                ServerHealth {
+                    name: u.cfg.name.clone(),
+                    state: s.state,
+                    tools: u.lists.read().tools.len(),
+                    last_error: s.last_error.clone(),
+                    restarts: s.restarts,
+                }
+            })
+            .collect()
+    }
+
+    /// True when every enabled server is ready.
+    #[must_use]
+    pub fn all_ready(&self) -> bool {
+        self.servers
+            .iter()
+            .all(|u| matches!(u.state(), ServerState::Ready | ServerState::Disabled))
+    }
+
+    /// The merged catalog of the enabled servers (last known tools of servers that are down).
+    #[must_use]
+    pub fn catalog(&self) -> Catalog {
+        let servers = self
+            .servers
+            .iter()
+            .filter(|u| !u.cfg.disabled)
+            .map(|u| ServerEntry {
+                name: u.cfg.name.clone(),
+                tags: u.cfg.tags.clone(),
+                aliases: u.cfg.aliases.clone(),
+                tools: u
+                    .lists
+                    .read()
+                    .tools
+                    .iter()
+                    .filter_map(|t| {
+                        let serde_json::Value::Object(def) = serde_json::to_value(t).ok()? else {
+                            return None;
+                        };
+                        Tool::from_mcp(&u.cfg.name, def, &u.cfg.tags).ok()
+                    })
+                    .collect(),
+            })
+            .collect();
+        Catalog::new(servers, self.overlaps.clone()).unwrap_or_default()
+    }
+
+    /// A server's own definition of one of its tools (for faithful re-exposure).
+    #[must_use]
+    pub fn tool_definition(&self, id: &ToolId) -> Option<McpTool> {
+        let up = self.upstream(&id.server)?;
+        let lists = up.lists.read();
+        lists.tools.iter().find(|t| t.name == id.name).cloned()
+    }
+
+    /// Resources of every ready server, in configuration order.
+    #[must_use]
+    pub fn resources(&self) -> Vec<(String, Resource)> {
+        self.collect(|l| l.resources.clone())
+    }
+
+    /// Resource templates of every server, in configuration order.
+    #[must_use]
+    pub fn resource_templates(&self) -> Vec<(String, ResourceTemplate)> {
+        self.collect(|l| l.templates.clone())
+    }
+
+    /// Prompts of every server, in configuration order.
+    #[must_use]
+    pub fn prompts(&self) -> Vec<(String, Prompt)> {
+        self.collect(|l| l.prompts.clone())
+    }
+
+    /// Each enabled server's capabilities, when known.
+    #[must_use]
+    pub fn capabilities(&self) -> Vec<(String, ServerCapabilities)> {
+        self.servers
+            .iter()
+            .filter(|u| !u.cfg.disabled)
+            .filter_map(|u| {
+                u.lists
+                    .read()
+                    .capabilities
+                    .clone()
+                    .map(|c| (u.cfg.name.clone(), c))
+            })
+            .collect()
+    }
+
+    /// The `instructions` of the servers that gave some.
+    #[must_use]
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .filter_map(|u| {
+                u.lists
+                    .read()
+                    .instructions
+                    .clone()
+                    .map(|i| (u.cfg.name.clone(), i))
+            })
+            .collect()
+    }
+
+    fn collect<T>(&self, f: impl Fn(&Lists) -> Vec<T>) -> Vec<(String, T)> {
+        self.servers
+            .iter()
+            .filter(|u| !u.cfg.disabled)
+            .flat_map(|u| {
+                f(&u.lists.read())
+                    .into_iter()
+                    .map(|x| (u.cfg.name.clone(), x))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Waits (until `deadline`) for `server` to be ready and returns its peer.
+    async fn ready_peer(
+        &self,
+        up: &Upstream,
+        deadline: Instant,
+    ) -> Result<Peer<RoleClient>, CallError> {
+        let mut rx = up.changed.subscribe();
+        loop {
+            if let Some(peer) = up.peer.read().clone()
+                && !peer.is_transport_closed()
+            {
+                return Ok(peer);
+            }
+            let state = up.state();
+            if state == ServerState::Disabled {
+                return Err(self.unavailable(up));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                return Err(self.unavailable(up));
+            }
+        }
+    }
+
+    fn unavailable(&self, up: &Upstream) -> CallError {
+        let s = up.status.read();
+        CallError::Unavailable {
+            server: up.cfg.name.clone(),
+            state: s.state,
+            last_error: s.last_error.clone(),
+        }
+    }
+
+    /// Calls a tool on `server` with the retry policy and the server's timeout.
+    ///
+    /// # Errors
+    /// The server is unknown or unavailable past the deadline, the call timed out, was
+    /// cancelled, or the server answered a JSON-RPC error.
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        params: CallToolRequestParams,
+        ctx: CallContext,
+    ) -> Result<CallOutcome, CallFailure> {
+        let fail = |error, attempts, retry_reason| CallFailure {
+            error,
+            attempts,
+            retry_reason,
+        };
+        let Some(up) = self.upstream(server) else {
+            return Err(fail(CallError::UnknownServer(server.to_owned()), 0, None));
+        };
+        let timeout = up.cfg.call_timeout;
+        let deadline = Instant::now() + timeout;
+        let cancel = ctx.cancel.clone().unwrap_or_default();
+        let mut retry_reason: Option<String> = None;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let peer = match self.ready_peer(&up, deadline).await {
+                Ok(p) => p,
+                Err(e) => return Err(fail(e, attempt, retry_reason)),
+            };
+            let mut guard = up.relay.register(ctx.caller.as_ref());
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let left = deadline.saturating_duration_since(Instant::now());
+            let sent = tokio::time::timeout(
+                left,
+                peer.send_request_with_option(request, PeerRequestOptions::no_options()),
+            )
+            .await;
+            let outcome = match sent {
+                Err(_) => Err(()),
+                Ok(Err(e)) => Ok(Err(e)),
+                Ok(Ok(handle)) => {
+                    if let (Some(caller), Some(original)) = (&ctx.caller, &ctx.progress) {
+                        up.relay.map_progress(
+                            &mut guard,
+                            caller,
+                            &handle.progress_token,
+                            original.clone(),
+                        );
+                    }
+                    let mut cancel_guard = CancelOnDrop {
+                        peer: Some(peer.clone()),
+                        id: handle.id.clone(),
+                    };
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let r = tokio::select! {
+                        r = tokio::time::timeout(left, handle.await_response()) => r.map_err(|_| ()),
+                        () = cancel.cancelled() => {
+                            drop(cancel_guard);
+                            drop(guard);
+                            return Err(fail(CallError::Cancelled, attempt, retry_reason));
+                        }
+                    };
+                    if r.is_ok() {
+                        cancel_guard.peer = None;
+                    }
+                    r.map(|r| {
+                        r.and_then(|res| match res {
+                            ServerResult::CallToolResult(result) => {
+                                Ok(CallToolResponse::Complete(result))
+                            }
+                            ServerResult::InputRequiredResult(r) => {
+                                Ok(CallToolResponse::InputRequired(r))
+                            }
+                            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+                            _ => Err(ServiceError::UnexpectedResponse),
+                        })
+                    })
+                }
+            };
+            drop(guard);
+            let err = match outcome {
+                Err(_) => {
+                    return Err(fail(
+                        CallError::Timeout {
+                            server: server.to_owned(),
+                            after: timeout,
+                        },
+                        attempt,
+                        retry_reason,
+                    ));
+                }
+                Ok(Ok(CallToolResponse::Complete(result))) => {
+                    return Ok(CallOutcome {
+                        result,
+                        attempts: attempt,
+                        retry_reason,
+                    });
+                }
+                Ok(Ok(_)) => CallError::Rpc(McpError::internal_error(
+                    format!(
+                        "server \"{server}\" answered with an input-required or task result, which toolforge does not relay yet"
+                    ),
+                    None,
+                )),
+                Ok(Err(ServiceError::McpError(e))) => CallError::Rpc(e),
+                Ok(Err(e)) => match transient(&e) {
+                    Some(reason) if attempt < MAX_ATTEMPTS => {
+                        tracing::info!(server, attempt, "transient failure, retrying: {reason}");
+                        retry_reason = Some(reason);
+                        let backoff = jitter(RETRY_BASE * 2u32.pow(attempt - 1));
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        tokio::select! {
+                            () = tokio::time::sleep(backoff.min(left)) => {}
+                            () = cancel.cancelled() => return Err(fail(CallError::Cancelled, attempt, retry_reason)),
+                        }
+                        continue;
+                    }
+                    _ => CallError::Transport {
+                        server: server.to_owned(),
+                        message: e.to_string(),
+                    },
+                },
+            };
+            return Err(fail(err, attempt, retry_reason));
+        }
+    }
+
+    async fn simple<T, F, Fut>(
+        &self,
+        server: &str,
+        caller: Option<&Peer<RoleServer>>,
+        f: F,
+    ) -> Result<T, CallError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let up = self
+            .upstream(server)
+            .ok_or_else(|| CallError::UnknownServer(server.to_owned()))?;
+        let deadline = Instant::now() + up.cfg.call_timeout;
+        let peer = self.ready_peer(&up, deadline).await?;
+        let _guard: CallGuard = up.relay.register(caller);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, f(peer)).await {
+            Err(_) => Err(CallError::Timeout {
+                server: server.to_owned(),
+                after: up.cfg.call_timeout,
+            }),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallError::Rpc(e)),
+            Ok(Err(e)) => Err(CallError::Transport {
+                server: server.to_owned(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// `resources/read` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::call_tool`], without retries.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        params: ReadResourceRequestParams,
+        caller: Option<&Peer<RoleServer>>,
+    ) -> Result<ReadResourceResult, CallError> {
+        let r = self
+            .simple(server, caller, |p| async move {
+                p.read_resource_once(params).await
+            })
+            .await?;
+        match r {
+            ReadResourceResponse::Complete(r) => Ok(r),
+            _ => Err(CallError::Rpc(McpError::internal_error(
+                "input-required resource reads are not relayed",
+                None,
+            ))),
+        }
+    }
+
+    /// `prompts/get` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::read_resource`].
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        params: GetPromptRequestParams,
+        caller: Option<&Peer<RoleServer>>,
+    ) -> Result<GetPromptResult, CallError> {
+        let r = self
+            .simple(server, caller, |p| async move {
+                p.get_prompt_once(params).await
+            })
+            .await?;
+        match r {
+            GetPromptResponse::Complete(r) => Ok(r),
+            _ => Err(CallError::Rpc(McpError::internal_error(
+                "input-required prompts are not relayed",
+                None,
+            ))),
+        }
+    }
+
+    /// `completion/complete` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::read_resource`].
+    pub async fn complete(
+        &self,
+        server: &str,
+        params: CompleteRequestParams,
+    ) -> Result<CompleteResult, CallError> {
+        self.simple(server, None, |p| async move { p.complete(params).await })
+            .await
+    }
+
+    /// `resources/subscribe` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::read_resource`].
+    pub async fn subscribe(&self, server: &str, uri: &str) -> Result<(), CallError> {
+        let params = SubscribeRequestParams::new(uri);
+        self.simple(server, None, |p| async move { p.subscribe(params).await })
+            .await
+    }
+
+    /// `resources/unsubscribe` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::read_resource`].
+    pub async fn unsubscribe(&self, server: &str, uri: &str) -> Result<(), CallError> {
+        let params = UnsubscribeRequestParams::new(uri);
+        self.simple(server, None, |p| async move { p.unsubscribe(params).await })
+            .await
+    }
+
+    /// `logging/setLevel` on every ready server that offers logging; failures are logged.
+    pub async fn set_level(&self, level: LoggingLevel) {
+        for (server, caps) in self.capabilities() {
+            if caps.logging.is_none() {
+                continue;
+            }
+            let params = SetLevelRequestParams::new(level);
+            if let Err(e) = self
+                .simple(&server, None, |p| async move { p.set_level(params).await })
+                .await
+            {
+                tracing::debug!(server, "logging/setLevel not forwarded: {e}");
+            }
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request abandoned before its answer (the caller went
+/// away, or the deadline passed), unless disarmed by clearing `peer`.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(peer) = self.peer.take() {
+            let param = CancelledNotificationParam::new(
+                Some(self.id.clone()),
+                Some("the caller went away".into()),
+            );
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer.notify_cancelled(param).await;
+                });
+            }
+        }
+    }
+}
+
+type Client = RunningService<RoleClient, Relay>;
+
+async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String> {
+    match &up.cfg.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let program = match &options.self_command {
+                Some((name, exe)) if name == command => exe.clone(),
+                _ => PathBuf::from(command),
+            };
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.args(args);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("could not start `{}`: {e}", program.display()))?;
+            if let Some(stderr) = stderr {
+                let server = up.cfg.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(target: "toolforge::backend", server = %server, "{line}");
+                    }
+                });
+            }
+            up.relay
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+        Transport::Http { url, headers } => {
+            let mut map = HashMap::new();
+            for (k, v) in headers {
+                let name = http::HeaderName::try_from(k.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                let value = http::HeaderValue::try_from(v.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                map.insert(name, value);
+            }
+            let cfg =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+            let transport = StreamableHttpClientTransport::from_config(cfg);
+            up.relay
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize at {url} failed: {e}"))
+        }
+    }
+}
+
+async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Result<(), String> {
+    let caps = peer.peer_info().map(|i| i.capabilities.clone());
+    let instructions = peer.peer_info().and_then(|i| i.instructions.clone());
+    let has = |f: fn(&ServerCapabilities) -> bool| caps.as_ref().is_some_and(f);
+    let tools = if has(|c| c.tools.is_some()) || caps.is_none() {
+        peer.list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?
+    } else {
+        Vec::new()
+    };
+    let (resources, templates) = if has(|c| c.resources.is_some()) {
+        (
+            peer.list_all_resources().await.unwrap_or_default(),
+            peer.list_all_resource_templates().await.unwrap_or_default(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let prompts = if has(|c| c.prompts.is_some()) {
+        peer.list_all_prompts().await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    *up.lists.write() = Lists {
+        tools,
+        resources,
+        templates,
+        prompts,
+        capabilities: caps,
+        instructions,
+    };
+    Ok(())
+}
+
+async fn supervise(
+    up: Arc<Upstream>,
+    options: PoolOptions,
+    cancel: CancellationToken,
+    events: broadcast::Sender<PoolEvent>,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut backoff = RESTART_BASE;
+    let name = up.cfg.name.clone();
+    let announce = |events: &broadcast::Sender<PoolEvent>| {
+        let _ = events.send(PoolEvent::StateChanged {
+            server: name.clone(),
+        });
+    };
+    loop {
+        let attempt = async {
+            let client = connect(&up, &options).await?;
+            refresh_lists(&up, client.peer()).await?;
+            Ok::<_, String>(client)
+        };
+        let result = tokio::select! {
+            r = tokio::time::timeout(up.cfg.start_timeout, attempt) => r,
+            () = cancel.cancelled() => return,
+        };
+        match result {
+            Ok(Ok(client)) => {
+                *up.peer.write() = Some(client.peer().clone());
+                up.set_state(ServerState::Ready, None);
+                announce(&events);
+                tracing::info!(server = %name, tools = up.lists.read().tools.len(), "ready");
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+                let started = Instant::now();
+                let ct = client.cancellation_token();
+                let waiting = client.waiting();
+                tokio::pin!(waiting);
+                tokio::select! {
+                    quit = &mut waiting => {
+                        *up.peer.write() = None;
+                        let why = match quit {
+                            Ok(reason) => format!("connection ended ({reason:?})"),
+                            Err(e) => format!("connection task failed: {e}"),
+                        };
+                        tracing::warn!(server = %name, "{why}; restarting");
+                        up.status.write().restarts += 1;
+                        up.set_state(ServerState::Restarting, Some(why));
+                        announce(&events);
+                        if started.elapsed() > RESTART_MAX {
+                            backoff = RESTART_BASE;
+                        }
+                    }
+                    () = cancel.cancelled() => {
+                        *up.peer.write() = None;
+                        ct.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(7), waiting).await;
+                        return;
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %name, "start failed: {e}");
+                up.set_state(ServerState::Failed, Some(e));
+                announce(&events);
+            }
+            Err(_) => {
+                let e = format!("did not start within {:?}", up.cfg.start_timeout);
+                tracing::warn!(server = %name, "{e}");
+                up.set_state(ServerState::Failed, Some(e));
+                announce(&events);
+            }
+        }
+        if let Some(tx) = first.take() {
+            let _ = tx.send(());
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = cancel.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(RESTART_MAX);
+        if up.state() == ServerState::Failed {
+            up.status.write().restarts += 1;
+        }
+    }
+}

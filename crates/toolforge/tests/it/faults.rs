@@ -1,0 +1,172 @@
+//! Servers that fail: a missing command, one that prints garbage on stdout (tolerated), one that crashes
+//! mid-call and one that hangs. The caller gets a clear error in time, `/health` says
+//! `degraded`, the others keep serving, and the crashed one comes back.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::{Served, bin, call, python_client, root, server_state, tool};
+
+#[tokio::test]
+async fn broken_servers_degrade_health_but_never_the_rest() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/misbehaving_server.py");
+    let config = json!({"mcpServers": {
+        "good": {"command": bin(), "args": ["server", "conformance", "--stdio"]},
+        "missing": {"command": "/nonexistent/toolforge-test-server", "startTimeout": 5},
+        "flaky": {"command": python, "args": [script], "timeout": 3},
+        "stuck": {"command": python, "args": [script], "timeout": 3},
+        "garbage": {"command": python, "args": [script, "garbage"], "timeout": 3}
+    }});
+    let served = Served::start(&config).await;
+    let health = served
+        .wait_health(30, |h| {
+            server_state(h, "good")["state"] == "ready"
+                && server_state(h, "flaky")["state"] == "ready"
+        })
+        .await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(server_state(&health, "good")["state"], "ready", "{health}");
+    let missing = server_state(&health, "missing");
+    assert_ne!(missing["state"], "ready", "{health}");
+    assert!(
+        missing["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("could not start"),
+        "{health}"
+    );
+
+    let started = Instant::now();
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--call".into(),
+        "stuck__hang".into(),
+        "{}".into(),
+        "--call".into(),
+        "flaky__crash".into(),
+        "{}".into(),
+        "--call".into(),
+        "test_simple_text".into(),
+        "{}".into(),
+        "--call".into(),
+        "garbage__echo".into(),
+        json!({"text": "through the noise"}).to_string(),
+    ])
+    .await;
+    let hang = call(&out, 0);
+    assert_eq!(hang["is_error"], true, "{out}");
+    assert!(
+        hang["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not answer within 3s"),
+        "{out}"
+    );
+    let crash = call(&out, 1);
+    assert_eq!(crash["is_error"], true, "{out}");
+    assert!(
+        crash["text"].as_str().unwrap_or("").contains("flaky"),
+        "{out}"
+    );
+    assert_eq!(
+        call(&out, 2)["is_error"],
+        false,
+        "the good server keeps serving: {out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "errors came back in time: {:?}",
+        started.elapsed()
+    );
+
+    // The crashed server is restarted and serves again.
+    let health = served
+        .wait_health(30, |h| {
+            let f = server_state(h, "flaky");
+            f["state"] == "ready" && f["restarts"].as_u64().unwrap_or(0) >= 1
+        })
+        .await;
+    let flaky = server_state(&health, "flaky");
+    assert_eq!(flaky["state"], "ready", "{health}");
+    assert!(flaky["restarts"].as_u64().unwrap_or(0) >= 1, "{health}");
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--call".into(),
+        "flaky__echo".into(),
+        json!({"text": "back again"}).to_string(),
+    ])
+    .await;
+    assert_eq!(call(&out, 0)["text"], "back again", "{out}");
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_requests_get_clear_errors() {
+    let config = json!({"mcpServers": {"good": {"command": bin(), "args": ["server", "conformance", "--stdio"]}}});
+    let served = Served::start(&config).await;
+    let client = reqwest::Client::new();
+    // A body announced larger than the limit is refused from its headers, before it is read.
+    let addr = served.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        5 * 1024 * 1024
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+        .await
+        .expect("write");
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio::io::AsyncReadExt::read(&mut stream, &mut answer),
+    )
+    .await
+    .expect("answered without waiting for the body")
+    .expect("read");
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("larger than"), "{answer}");
+
+    let r = client
+        .post(served.mcp())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{not json")
+        .send()
+        .await
+        .expect("answer");
+    assert!(r.status().is_client_error(), "{}", r.status());
+
+    let r = client
+        .get(format!("{}/nope", served.base))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(r.status(), 404);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/nope"),
+        "{body}"
+    );
+
+    let r = client
+        .get(format!("{}/tools", served.base))
+        .header("host", "evil.example.com")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(
+        r.status(),
+        403,
+        "DNS-rebinding protection on the JSON routes too"
+    );
+}

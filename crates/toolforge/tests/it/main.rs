@@ -1,0 +1,152 @@
+//! Black-box tests of the `toolforge` binary: the gateway over real MCP servers from npm and
+//! PyPI, driven by the official Python MCP SDK as the client, and the pool's fault handling.
+//! Everything they need is installed by `scripts/setup` under `.tools/`.
+
+mod faults;
+mod real_servers;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file or directory under `.tools/`, or a panic saying how to get it.
+pub fn tool(rel: &str) -> PathBuf {
+    let p = root().join(".tools").join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup (it installs the real MCP servers the tests use)",
+        p.display()
+    );
+    p
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_toolforge")
+}
+
+pub fn npm_server(pkg: &str) -> PathBuf {
+    tool(&format!(
+        "npm/node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+    ))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// `toolforge serve` on a free loopback port, killed on drop.
+pub struct Served {
+    child: tokio::process::Child,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Served {
+    pub async fn start(config: &Value) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join("mcp.servers.json");
+        std::fs::write(&cfg, config.to_string()).expect("write config");
+        let port = free_port();
+        let child = tokio::process::Command::new(bin())
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .args(["--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start toolforge serve");
+        let served = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            dir,
+        };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(90) {
+            if served.try_get("/health").await.is_some() {
+                return served;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("toolforge serve did not answer /health within 90 s");
+    }
+
+    async fn try_get(&self, path: &str) -> Option<Value> {
+        let r = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
+        r.json().await.ok()
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.try_get(path)
+            .await
+            .unwrap_or_else(|| panic!("GET {path} failed"))
+    }
+
+    /// Polls `/health` until `pred` holds (at most `secs`), returning the last body.
+    pub async fn wait_health(&self, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let h = self.get("/health").await;
+            if pred(&h) || start.elapsed() > Duration::from_secs(secs) {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    pub fn mcp(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+}
+
+pub fn server_state<'a>(health: &'a Value, name: &str) -> &'a Value {
+    health["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no server {name} in {health}"))
+}
+
+/// Runs the Python SDK client (`tests/python/mcp_client.py`) and parses its JSON output.
+pub async fn python_client(args: &[String]) -> Value {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/mcp_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("python client finished within 120 s")
+    .expect("python client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "python client output is not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+pub fn call(out: &Value, i: usize) -> &Value {
+    &out["calls"][i]
+}

@@ -1,0 +1,66 @@
+"""A plain MCP client on the official Python SDK, for black-box tests of the gateway.
+
+    python mcp_client.py http URL [--call NAME JSON]...
+    python mcp_client.py stdio -- COMMAND ARGS... [--call NAME JSON]...   (calls before --)
+
+Prints one JSON object: {"server": name, "tools": [names], "calls": [{name, is_error, text,
+structured} | {name, error}]}.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def parse(argv):
+    mode, rest = argv[0], argv[1:]
+    calls, target = [], []
+    i = 0
+    while i < len(rest):
+        if rest[i] == "--call":
+            calls.append((rest[i + 1], json.loads(rest[i + 2])))
+            i += 3
+        elif rest[i] == "--":
+            target = rest[i + 1 :]
+            break
+        else:
+            target.append(rest[i])
+            i += 1
+    return mode, target, calls
+
+
+async def session_run(read, write, calls):
+    async with ClientSession(read, write) as session:
+        init = await session.initialize()
+        tools = await session.list_tools()
+        out = {"server": init.server_info.name, "tools": [t.name for t in tools.tools], "calls": []}
+        for name, args in calls:
+            try:
+                r = await session.call_tool(name, args)
+                text = "\n".join(c.text for c in r.content if getattr(c, "type", "") == "text")
+                out["calls"].append(
+                    {"name": name, "is_error": bool(r.is_error), "text": text,
+                     "structured": r.structured_content}
+                )
+            except Exception as e:  # noqa: BLE001 - the test wants every failure as data
+                out["calls"].append({"name": name, "error": str(e)})
+        return out
+
+
+async def main():
+    mode, target, calls = parse(sys.argv[1:])
+    if mode == "http":
+        async with streamable_http_client(target[0]) as streams:
+            out = await session_run(streams[0], streams[1], calls)
+    else:
+        params = StdioServerParameters(command=target[0], args=target[1:])
+        async with stdio_client(params) as streams:
+            out = await session_run(streams[0], streams[1], calls)
+    print(json.dumps(out))
+
+
+asyncio.run(main())
