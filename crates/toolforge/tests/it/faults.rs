@@ -170,3 +170,43 @@ async fn malformed_and_oversized_requests_get_clear_errors() {
         "DNS-rebinding protection on the JSON routes too"
     );
 }
+
+#[tokio::test]
+async fn a_call_the_client_gives_up_on_is_cancelled_on_the_backend() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/misbehaving_server.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("cancelled.jsonl");
+    let config = json!({"mcpServers": {
+        "slow": {"command": python, "args": [script], "timeout": 60, "env": {"CANCEL_LOG": log}}
+    }});
+    let served = Served::start(&config).await;
+    let started = Instant::now();
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--call-timeout".into(),
+        "1".into(),
+        "--call".into(),
+        "hang".into(),
+        "{}".into(),
+    ])
+    .await;
+    assert!(
+        call(&out, 0)["error"].is_string(),
+        "the client timed out: {out}"
+    );
+    // The backend hears of it long before the server's own 60 s deadline.
+    let mut seen = String::new();
+    while started.elapsed() < Duration::from_secs(20) {
+        seen = std::fs::read_to_string(&log).unwrap_or_default();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        seen.contains("requestId"),
+        "notifications/cancelled reached the backend: {seen:?}"
+    );
+}

@@ -2,6 +2,7 @@
 
     python mcp_client.py http URL [--call NAME JSON]...
     python mcp_client.py stdio -- COMMAND ARGS... [--call NAME JSON]...   (calls before --)
+    --call-timeout SECS: the client gives up on a call after SECS (and cancels it).
 
 Prints one JSON object: {"server": name, "tools": [names], "calls": [{name, is_error, text,
 structured} | {name, error}]}.
@@ -16,12 +17,19 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 
+CALL_TIMEOUT = None
+
+
 def parse(argv):
     mode, rest = argv[0], argv[1:]
     calls, target = [], []
     i = 0
     while i < len(rest):
-        if rest[i] == "--call":
+        if rest[i] == "--call-timeout":
+            global CALL_TIMEOUT
+            CALL_TIMEOUT = float(rest[i + 1])
+            i += 2
+        elif rest[i] == "--call":
             calls.append((rest[i + 1], json.loads(rest[i + 2])))
             i += 3
         elif rest[i] == "--":
@@ -40,7 +48,7 @@ async def session_run(read, write, calls):
         out = {"server": init.server_info.name, "tools": [t.name for t in tools.tools], "calls": []}
         for name, args in calls:
             try:
-                r = await session.call_tool(name, args)
+                r = await session.call_tool(name, args, read_timeout_seconds=CALL_TIMEOUT)
                 text = "\n".join(c.text for c in r.content if getattr(c, "type", "") == "text")
                 out["calls"].append(
                     {"name": name, "is_error": bool(r.is_error), "text": text,

@@ -3,12 +3,15 @@
     python misbehaving_server.py [garbage]
 
 Tools: `echo {text}`, `crash` (exits mid-call), `hang` (never answers). With `garbage`, it
-prints non-JSON lines on stdout before every answer. Written without an SDK on purpose: the
-point is to break the protocol in ways an SDK would not.
+prints non-JSON lines on stdout before every answer. With `CANCEL_LOG=FILE` in its
+environment, it appends the params of every `notifications/cancelled` it receives to FILE.
+Written without an SDK on purpose: the point is to break the protocol in ways an SDK would not.
 """
 
 import json
+import os
 import sys
+import threading
 import time
 
 GARBAGE = len(sys.argv) > 1 and sys.argv[1] == "garbage"
@@ -22,21 +25,27 @@ TOOLS = [
 ]
 
 
+LOCK = threading.Lock()
+
+
 def send(obj):
-    if GARBAGE:
-        sys.stdout.write("this is not JSON-RPC\n")
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        if GARBAGE:
+            sys.stdout.write("this is not JSON-RPC\n")
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
 
 
-for line in sys.stdin:
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
+CANCEL_LOG = os.environ.get("CANCEL_LOG")
+
+
+def handle(msg):
     method, mid = msg.get("method"), msg.get("id")
+    if method == "notifications/cancelled" and CANCEL_LOG:
+        with open(CANCEL_LOG, "a") as f:
+            f.write(json.dumps(msg.get("params", {})) + "\n")
     if mid is None:
-        continue
+        return
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": msg["params"]["protocolVersion"],
@@ -47,12 +56,22 @@ for line in sys.stdin:
     elif method == "tools/call":
         name = msg["params"]["name"]
         if name == "crash":
-            sys.exit(3)
+            os._exit(3)
         if name == "hang":
             time.sleep(3600)
+            return
         text = msg["params"].get("arguments", {}).get("text", "")
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     else:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + method}})
+
+
+for line in sys.stdin:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        continue
+    # Calls run on threads so a hanging call does not block notifications (like a real server).
+    threading.Thread(target=handle, args=(message,), daemon=True).start()
