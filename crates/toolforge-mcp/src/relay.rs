@@ -237,10 +237,13 @@ impl ClientHandler for Relay {
             "sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}
         }))
         .unwrap_or_default();
-        ClientConfig::new(
+        // The newest revision that keeps the `initialize` handshake: what real servers speak.
+        let mut config = ClientConfig::new(
             caps,
             Implementation::new("toolforge", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        config.protocol_version = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE;
+        config
     }
 
     async fn create_message(
