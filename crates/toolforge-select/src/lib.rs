@@ -8,6 +8,7 @@
 
 pub mod broker;
 pub mod catalog;
+pub mod grade;
 pub mod overlap;
 pub mod presentation;
 pub mod rank;
