@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, ToolId};
 use crate::overlap::overlap_groups;
-use crate::selector::{Candidate, Context, select};
+use crate::selector::{Candidate, Context, Decision, select};
 
 /// One labelled case.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -117,44 +117,63 @@ pub struct Report {
     pub cases: Vec<CaseResult>,
 }
 
-/// Grades `cases` against `catalog`. `embed` turns a text into a vector (the same embedder for
-/// prompts and tool descriptions); each description is embedded once.
-#[must_use]
-pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>) -> Report {
-    let groups = overlap_groups(catalog);
-    let group_of: HashMap<ToolId, Vec<ToolId>> = groups
-        .iter()
-        .flat_map(|g| {
-            g.members
-                .iter()
-                .map(move |m| (m.clone(), g.members.clone()))
-        })
-        .collect();
-    let order = |id: &ToolId| {
-        (
-            catalog.server_index(&id.server).unwrap_or(usize::MAX),
-            id.name.clone(),
-        )
-    };
-    let mut validators: HashMap<ToolId, Option<jsonschema::Validator>> = HashMap::new();
-    let mut embeddings: HashMap<ToolId, Vec<f32>> = HashMap::new();
-    let mut results = Vec::with_capacity(cases.len());
-    let mut by_rule: BTreeMap<String, RuleTotals> = BTreeMap::new();
-    for case in cases {
+/// Decides cases against one catalog, building each tool's validator and description
+/// embedding once.
+pub struct Grader<'c> {
+    catalog: &'c Catalog,
+    embed: &'c dyn Fn(&str) -> Vec<f32>,
+    group_of: HashMap<ToolId, Vec<ToolId>>,
+    validators: HashMap<ToolId, Option<jsonschema::Validator>>,
+    embeddings: HashMap<ToolId, Vec<f32>>,
+}
+
+impl<'c> Grader<'c> {
+    /// `embed` turns a text into a vector (the same embedder for prompts and descriptions).
+    #[must_use]
+    pub fn new(catalog: &'c Catalog, embed: &'c dyn Fn(&str) -> Vec<f32>) -> Self {
+        let group_of = overlap_groups(catalog)
+            .iter()
+            .flat_map(|g| {
+                g.members
+                    .iter()
+                    .map(move |m| (m.clone(), g.members.clone()))
+            })
+            .collect();
+        Self {
+            catalog,
+            embed,
+            group_of,
+            validators: HashMap::new(),
+            embeddings: HashMap::new(),
+        }
+    }
+
+    /// The selector's decision for one case (its `expected` is ignored); `None` when the
+    /// called tool is not in the catalog.
+    pub fn decide(&mut self, case: &Case) -> Option<Decision> {
         let called = ToolId::new(&case.tool_call.server, &case.tool_call.tool);
-        let mut members = group_of
+        self.catalog.get(&called)?;
+        let catalog = self.catalog;
+        let mut members = self
+            .group_of
             .get(&called)
             .cloned()
             .unwrap_or_else(|| vec![called.clone()]);
-        members.sort_by_key(|m| order(m));
+        members.sort_by_key(|m| {
+            (
+                catalog.server_index(&m.server).unwrap_or(usize::MAX),
+                m.name.clone(),
+            )
+        });
         for m in &members {
             if let Some(tool) = catalog.get(m) {
-                validators
+                self.validators
                     .entry(m.clone())
                     .or_insert_with(|| jsonschema::validator_for(&tool.input_schema).ok());
-                embeddings
-                    .entry(m.clone())
-                    .or_insert_with(|| embed(&tool.description));
+                if !self.embeddings.contains_key(m) {
+                    let v = (self.embed)(&tool.description);
+                    self.embeddings.insert(m.clone(), v);
+                }
             }
         }
         let aliases = |server: &str| -> &[String] {
@@ -167,8 +186,8 @@ pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>
             .map(|m| Candidate {
                 id: m.clone(),
                 aliases: aliases(&m.server),
-                validator: validators.get(m).and_then(Option::as_ref),
-                embedding: embeddings.get(m).map(Vec::as_slice),
+                validator: self.validators.get(m).and_then(Option::as_ref),
+                embedding: self.embeddings.get(m).map(Vec::as_slice),
             })
             .collect();
         let session: Vec<ToolId> = case
@@ -176,7 +195,7 @@ pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>
             .iter()
             .map(|s| ToolId::new(&s.server, &s.tool))
             .collect();
-        let prompt_embedding = embed(&case.prompt);
+        let prompt_embedding = (self.embed)(&case.prompt);
         let ctx = Context {
             prompt: &case.prompt,
             arguments: &case.tool_call.arguments,
@@ -184,7 +203,18 @@ pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>
             group: &members,
             prompt_embedding: Some(&prompt_embedding),
         };
-        let got = select(&ctx, &candidates).map_or_else(
+        select(&ctx, &candidates)
+    }
+}
+
+/// Grades `cases` against `catalog` (see [`Grader`]).
+#[must_use]
+pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>) -> Report {
+    let mut grader = Grader::new(catalog, embed);
+    let mut results = Vec::with_capacity(cases.len());
+    let mut by_rule: BTreeMap<String, RuleTotals> = BTreeMap::new();
+    for case in cases {
+        let got = grader.decide(case).map_or_else(
             || Expected {
                 server: String::new(),
                 tool: String::new(),
