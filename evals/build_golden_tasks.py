@@ -4,6 +4,7 @@
 # The cosine-similarity labels were checked by reading each prompt against the two descriptions:
 # each prompt paraphrases the winner's description (see evals/README.md).
 import json
+import os
 cases=[]
 def case(id, prompt, server, tool, args, exp_server, exp_tool, rule, alts, session=None):
     c={"id":id,"prompt":prompt,"tool_call":{"server":server,"tool":tool,"arguments":args}}
@@ -138,6 +139,6 @@ cp=[
 LABELS={'similar-001': ('github', 'get_file_contents', 'cosine-similarity', ['filesystem']), 'similar-002': ('filesystem', 'read_file', 'cosine-similarity', ['github']), 'similar-003': ('github', 'create_or_update_file', 'cosine-similarity', ['filesystem']), 'similar-004': ('filesystem', 'write_file', 'cosine-similarity', ['github']), 'similar-005': ('git', 'git_log', 'cosine-similarity', ['github']), 'similar-006': ('github', 'list_commits', 'cosine-similarity', ['git']), 'similar-007': ('memory', 'search_nodes', 'cosine-similarity', ['filesystem', 'github']), 'similar-008': ('github', 'search_code', 'cosine-similarity', ['filesystem', 'memory']), 'similar-009': ('filesystem', 'search_files', 'cosine-similarity', ['github', 'memory']), 'similar-010': ('git', 'git_create_branch', 'cosine-similarity', ['github']), 'similar-011': ('github', 'create_branch', 'cosine-similarity', ['git']), 'priority-001': ('filesystem', 'read_file', 'priority-order', ['github']), 'priority-002': ('filesystem', 'read_file', 'priority-order', ['github']), 'priority-003': ('filesystem', 'write_file', 'priority-order', ['github']), 'priority-004': ('github', 'create_branch', 'priority-order', ['git']), 'priority-005': ('github', 'list_commits', 'priority-order', ['git']), 'priority-006': ('filesystem', 'search_files', 'priority-order', ['github', 'memory'])}
 for id,p,called,args in cp:
     case(id,p,*called,args,*LABELS[id])
-with open('__import__("os").path.join(__import__("os").path.dirname(__import__("os").path.abspath(__file__)), "golden_tasks.jsonl")','w') as f:
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'golden_tasks.jsonl'), 'w') as f:
     for c in cases: f.write(json.dumps(c)+"\n")
 print(len(cases))
