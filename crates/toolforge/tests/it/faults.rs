@@ -210,3 +210,42 @@ async fn a_call_the_client_gives_up_on_is_cancelled_on_the_backend() {
         "notifications/cancelled reached the backend: {seen:?}"
     );
 }
+
+#[tokio::test]
+async fn pagination_is_followed_and_list_changed_refreshes_the_catalog() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/misbehaving_server.py");
+    let config = json!({"mcpServers": {"paged": {"command": python, "args": [script]}}});
+    let served = Served::start(&config).await;
+    let names = |rows: &serde_json::Value| -> Vec<String> {
+        rows.as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Four tools over two pages.
+    assert_eq!(
+        names(&served.get("/tools").await),
+        ["echo", "crash", "hang", "grow"]
+    );
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--call".into(),
+        "grow".into(),
+        "{}".into(),
+    ])
+    .await;
+    assert_eq!(call(&out, 0)["text"], "extra_4", "{out}");
+    let start = Instant::now();
+    let mut rows = served.get("/tools").await;
+    while !names(&rows).contains(&"extra_4".to_owned()) && start.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rows = served.get("/tools").await;
+    }
+    assert_eq!(names(&rows), ["echo", "crash", "hang", "grow", "extra_4"]);
+}

@@ -2,7 +2,8 @@
 
     python misbehaving_server.py [garbage]
 
-Tools: `echo {text}`, `crash` (exits mid-call), `hang` (never answers). With `garbage`, it
+Tools: `echo {text}`, `crash` (exits mid-call), `hang` (never answers), `grow` (adds a tool
+and sends `notifications/tools/list_changed`); `tools/list` is paginated, two per page. With `garbage`, it
 prints non-JSON lines on stdout before every answer. With `CANCEL_LOG=FILE` in its
 environment, it appends the params of every `notifications/cancelled` it receives to FILE.
 Written without an SDK on purpose: the point is to break the protocol in ways an SDK would not.
@@ -21,8 +22,10 @@ TOOLS = [
         ("echo", "Echo the text back", {"text": {"type": "string"}}),
         ("crash", "Exit in the middle of the call", {}),
         ("hang", "Never answer", {}),
+        ("grow", "Add a tool named extra_N and announce the change", {}),
     ]
 ]
+PAGE = 2  # tools/list is paginated two tools at a time
 
 
 LOCK = threading.Lock()
@@ -49,16 +52,27 @@ def handle(msg):
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": msg["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "misbehaving", "version": "0"}}})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+        start = int((msg.get("params") or {}).get("cursor") or 0)
+        page = {"tools": TOOLS[start : start + PAGE]}
+        if start + PAGE < len(TOOLS):
+            page["nextCursor"] = str(start + PAGE)
+        send({"jsonrpc": "2.0", "id": mid, "result": page})
     elif method == "tools/call":
         name = msg["params"]["name"]
         if name == "crash":
             os._exit(3)
         if name == "hang":
             time.sleep(3600)
+            return
+        if name == "grow":
+            n = len(TOOLS)
+            TOOLS.append({"name": f"extra_{n}", "description": "Added at run time",
+                          "inputSchema": {"type": "object"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": f"extra_{n}"}]}})
             return
         text = msg["params"].get("arguments", {}).get("text", "")
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
