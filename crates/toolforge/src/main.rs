@@ -3,6 +3,7 @@
 
 mod cmd;
 mod config;
+mod embedder;
 
 use clap::{Parser, Subcommand};
 

@@ -4,9 +4,17 @@
 //! `Arc<dyn Embedder>` chosen at start-up (hashing by default, an HTTP provider or a local
 //! model), and cache keys need a stable [`Embedder::id`] naming model and dimensions.
 
+mod cache;
 mod hashing;
+mod http;
+#[cfg(feature = "local-model")]
+mod local;
 
+pub use cache::{CachedEmbedder, EmbeddingStore, MemoryStore, cache_key};
 pub use hashing::HashingEmbedder;
+pub use http::{HttpApi, HttpEmbedder, HttpEmbedderConfig, VOYAGE_BASE_URL};
+#[cfg(feature = "local-model")]
+pub use local::{LocalEmbedder, LocalModelFiles};
 
 use futures::future::BoxFuture;
 
@@ -27,7 +35,8 @@ pub enum EmbedError {
     Model(String),
 }
 
-/// Something that embeds texts; one vector per input text, in input order.
+/// Something that embeds texts; one L2-normalised vector per input text, in input order (so a
+/// dot product, e.g. `toolforge_select::rank::dot`, is the cosine similarity).
 pub trait Embedder: Send + Sync {
     /// Names model and dimensions, e.g. `hashing-v1/512`; used in cache keys.
     fn id(&self) -> &str;

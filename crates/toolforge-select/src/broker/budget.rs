@@ -28,6 +28,9 @@ pub fn default_budget(context_window: u32) -> u32 {
 
 /// Keeps the longest prefix of `tools` whose estimated total fits in `budget`.
 pub fn prune_to_budget<T>(tools: &mut Vec<T>, budget: u32, tool: impl Fn(&T) -> &Tool) {
+    if budget == u32::MAX {
+        return; // unbounded: nothing to estimate
+    }
     let mut used: u64 = 0;
     let keep = tools
         .iter()

@@ -122,6 +122,18 @@ fn match_at(p: &[char], n: &[char]) -> bool {
 /// The seed's matcher: `path.Match`, and when that fails a pattern ending in `*` also matches
 /// any name with the preceding prefix (so `git_*` matches `git_log/x`).
 pub fn matches(pattern: &str, name: &str) -> Result<bool, PatternError> {
+    // Fast paths for the shapes rules use most, equal to the general match below: a literal
+    // name, `*`, and `prefix*` (path.Match needs no `/` after the prefix, the fallback accepts
+    // any suffix, so together: a plain prefix test). No allocation on these paths.
+    let meta = |c: char| matches!(c, '*' | '?' | '[' | '\\');
+    if !pattern.contains(meta) {
+        return Ok(pattern == name);
+    }
+    if let Some(prefix) = pattern.strip_suffix('*')
+        && !prefix.contains(meta)
+    {
+        return Ok(name.starts_with(prefix));
+    }
     if path_match(pattern, name)? {
         return Ok(true);
     }
@@ -175,5 +187,18 @@ mod tests {
         assert!(!path_match("git_*", "git_log/x").unwrap());
         assert!(matches("git_*", "git_log/x").unwrap());
         assert!(!matches("git_*", "gh_log").unwrap());
+    }
+
+    proptest::proptest! {
+        /// The allocation-free fast paths agree with the general matcher.
+        #[test]
+        fn fast_paths_agree_with_the_general_match(
+            pattern in "[ab_/]{0,4}\\*?",
+            name in "[ab_/]{0,6}",
+        ) {
+            let general = path_match(&pattern, &name).unwrap()
+                || pattern.strip_suffix('*').is_some_and(|p| name.starts_with(p));
+            proptest::prop_assert_eq!(matches(&pattern, &name).unwrap(), general);
+        }
     }
 }

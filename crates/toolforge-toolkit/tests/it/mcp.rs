@@ -190,8 +190,14 @@ async fn real_streamable_http() {
 #[tokio::test]
 async fn real_stdio_with_the_binary() {
     use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bin = root.join("target/debug/toolforge");
+    // The test binary lives in <target>/<profile>/deps; the CLI is built beside it,
+    // whatever CARGO_TARGET_DIR says.
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("toolforge");
     assert!(
         bin.is_file(),
         "{} is missing: run `cargo build -p toolforge` (scripts/test does) before this test",

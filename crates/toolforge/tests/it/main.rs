@@ -4,6 +4,7 @@
 
 mod faults;
 mod real_servers;
+mod retrieval;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

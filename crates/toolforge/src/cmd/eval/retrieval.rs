@@ -2,22 +2,29 @@
 //! `{"id", "ranked": [...]}` lines and prints recall@1, recall@5, nDCG@10 and MRR as defined by
 //! `evals/retrieval/README.md` (a query needs every gold group; any member satisfies a group).
 
+use std::collections::HashMap;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde::Deserialize;
-use toolforge_llm::embed::{HashingEmbedder, cosine};
-use toolforge_select::rank::{Bm25Index, Document};
+use toolforge_llm::embed::{Embedder, cosine};
+use toolforge_select::rank::{self, Bm25Index, Document};
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+use crate::embedder::{self, Backend};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Ranker {
     /// BM25 over name, description and parameter names.
     Bm25,
-    /// Cosine similarity of hashing embeddings.
+    /// Cosine similarity of hashing embeddings only.
     Hashing,
-    /// Min-max normalised BM25 fused 50/50 with hashing-embedding similarity.
+    /// Cosine similarity of the local model's embeddings only (EMBED_MODEL_DIR).
+    Local,
+    /// What toolforge ranks with: BM25 fused with the EMBEDDER_BACKEND embedder (BM25 alone
+    /// when none is configured).
     Hybrid,
 }
 
@@ -32,8 +39,39 @@ pub struct Args {
     /// Where to write the rankings (JSON lines).
     #[arg(long)]
     pub out: PathBuf,
-    #[arg(long, value_enum, default_value_t = Ranker::Bm25)]
-    pub ranker: Ranker,
+    /// Rankers to measure (comma-separated). With several, each writes `OUT` with `-RANKER`
+    /// added to the file stem (out.jsonl -> out-bm25.jsonl), and embeddings are shared.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "hybrid")]
+    pub ranker: Vec<Ranker>,
+}
+
+impl Ranker {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Bm25 => "bm25",
+            Self::Hashing => "hashing",
+            Self::Local => "local",
+            Self::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// One embedder's vectors: (tools, queries), in file order.
+type Vectors = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+
+/// `out` for one ranker, or `out` with `-RANKER` added to its stem when several run.
+fn out_path(out: &Path, ranker: Ranker, several: bool) -> PathBuf {
+    if !several {
+        return out.to_path_buf();
+    }
+    let stem = out
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = match out.extension() {
+        Some(ext) => format!("{stem}-{}.{}", ranker.name(), ext.to_string_lossy()),
+        None => format!("{stem}-{}", ranker.name()),
+    };
+    out.with_file_name(name)
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,15 +105,6 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &PathBuf) -> anyhow::Result<
                 .with_context(|| format!("{}:{}: bad JSON line", path.display(), i + 1))
         })
         .collect()
-}
-
-fn minmax(v: &[f32]) -> Vec<f32> {
-    let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
-    let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
-        return vec![0.0; v.len()];
-    }
-    v.iter().map(|x| (x - lo) / (hi - lo)).collect()
 }
 
 /// Per-query metrics: (recall@1, recall@5, nDCG@10, MRR).
@@ -133,56 +162,171 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let bm25 = Bm25Index::new(&docs);
-    let hasher = HashingEmbedder::default();
-    let tool_vecs: Vec<Vec<f32>> = docs
-        .iter()
-        .map(|d| hasher.embed_one(&format!("{} {}", d.name, d.description)))
-        .collect();
+    let mut rankers = args.ranker.clone();
+    rankers.dedup();
+    anyhow::ensure!(!rankers.is_empty(), "--ranker names no ranker");
+    let several = rankers.len() > 1;
+    let hybrid_backend = Backend::from_env()?;
 
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(&args.out)
-            .with_context(|| format!("creating {}", args.out.display()))?,
-    );
-    let mut sums = (0.0, 0.0, 0.0, 0.0);
-    for q in &queries {
-        let dense = || {
-            let qv = hasher.embed_one(&q.query);
-            tool_vecs
-                .iter()
-                .map(|v| cosine(&qv, v))
-                .collect::<Vec<f32>>()
+    // Each embedder needed embeds the tools, then all queries, once (it batches internally).
+    let mut vectors: HashMap<Backend, Vectors> = HashMap::new();
+    for &r in &rankers {
+        let backend = match r {
+            Ranker::Bm25 => continue,
+            Ranker::Hashing => Backend::Hashing,
+            Ranker::Local => Backend::Local,
+            Ranker::Hybrid => hybrid_backend,
         };
-        let scores: Vec<f32> = match args.ranker {
-            Ranker::Bm25 => bm25.scores(&q.query),
-            Ranker::Hashing => dense(),
-            Ranker::Hybrid => {
-                let b = minmax(&bm25.scores(&q.query));
-                let d = minmax(&dense());
-                b.iter().zip(&d).map(|(x, y)| 0.5 * x + 0.5 * y).collect()
-            }
+        if vectors.contains_key(&backend) {
+            continue;
+        }
+        let Some(e): Option<Arc<dyn Embedder>> = embedder::build(backend)? else {
+            continue;
         };
-        let mut order: Vec<usize> = (0..scores.len()).collect();
-        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        let ranked: Vec<String> = order.iter().take(50).map(|&i| ids[i].clone()).collect();
-        let groups = if q.gold_groups.is_empty() {
-            q.gold.iter().map(|g| vec![g.clone()]).collect()
-        } else {
-            q.gold_groups.clone()
-        };
-        let m = metrics(&ranked, &groups);
-        sums = (sums.0 + m.0, sums.1 + m.1, sums.2 + m.2, sums.3 + m.3);
-        serde_json::to_writer(&mut out, &serde_json::json!({"id": q.id, "ranked": ranked}))?;
-        out.write_all(b"\n")?;
+        let texts: Vec<String> = docs.iter().map(rank::embedding_text).collect();
+        let tool_vecs = e.embed(&texts).await.context("embedding the tools")?;
+        let mut texts: Vec<String> = queries.iter().map(|q| q.query.clone()).collect();
+        for q in &queries {
+            texts.extend(rank::query_parts(&q.query).into_iter().map(str::to_owned));
+        }
+        let query_vecs = e.embed(&texts).await.context("embedding the queries")?;
+        vectors.insert(backend, (tool_vecs, query_vecs));
     }
-    out.flush()?;
-    let n = queries.len().max(1) as f64;
-    println!(
-        "queries={} recall@1={:.3} recall@5={:.3} ndcg@10={:.3} mrr={:.3}",
-        queries.len(),
-        sums.0 / n,
-        sums.1 / n,
-        sums.2 / n,
-        sums.3 / n
-    );
+    let lexical: Vec<Vec<f32>> = queries.iter().map(|q| bm25.scores(&q.query)).collect();
+    // Where each query sentence's vector sits (after the whole queries).
+    let mut part_index: HashMap<&str, usize> = HashMap::new();
+    let mut next = queries.len();
+    for q in &queries {
+        for p in rank::query_parts(&q.query) {
+            part_index.entry(p).or_insert(next);
+            next += 1;
+        }
+    }
+
+    for &r in &rankers {
+        let backend = match r {
+            Ranker::Bm25 => Backend::None,
+            Ranker::Hashing => Backend::Hashing,
+            Ranker::Local => Backend::Local,
+            Ranker::Hybrid => hybrid_backend,
+        };
+        let path = out_path(&args.out, r, several);
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        let mut sums = (0.0, 0.0, 0.0, 0.0);
+        for (qi, q) in queries.iter().enumerate() {
+            let dense: Option<Vec<f32>> = vectors
+                .get(&backend)
+                .map(|(tools, qs)| tools.iter().map(|v| cosine(&qs[qi], v)).collect());
+            let scores: Vec<f32> = match (r, dense) {
+                (Ranker::Hybrid, Some(d)) => {
+                    let whole = rank::fuse(&lexical[qi], &d);
+                    let (tools, qs) = &vectors[&backend];
+                    let parts: Vec<Vec<f32>> = rank::query_parts(&q.query)
+                        .into_iter()
+                        .map(|p| {
+                            let pv = &qs[part_index[p]];
+                            let dense: Vec<f32> = tools.iter().map(|v| cosine(pv, v)).collect();
+                            rank::fuse(&bm25.scores(p), &dense)
+                        })
+                        .collect();
+                    rank::combine_parts(&whole, &parts)
+                }
+                (_, Some(d)) => d,
+                (_, None) => lexical[qi].clone(),
+            };
+            let ranked: Vec<String> = rank::ranking(&scores)
+                .into_iter()
+                .take(50)
+                .map(|i| ids[i].clone())
+                .collect();
+            let groups = if q.gold_groups.is_empty() {
+                q.gold.iter().map(|g| vec![g.clone()]).collect()
+            } else {
+                q.gold_groups.clone()
+            };
+            let m = metrics(&ranked, &groups);
+            sums = (sums.0 + m.0, sums.1 + m.1, sums.2 + m.2, sums.3 + m.3);
+            serde_json::to_writer(&mut out, &serde_json::json!({"id": q.id, "ranked": ranked}))?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        let n = queries.len().max(1) as f64;
+        let label = match (r, backend) {
+            (Ranker::Hybrid, Backend::None) => {
+                "hybrid(bm25 only: EMBEDDER_BACKEND unset)".to_owned()
+            }
+            (Ranker::Hybrid, b) => format!("hybrid(bm25+{})", format!("{b:?}").to_lowercase()),
+            _ => r.name().to_owned(),
+        };
+        println!(
+            "ranker={label} queries={} recall@1={:.3} recall@5={:.3} ndcg@10={:.3} mrr={:.3}",
+            queries.len(),
+            sums.0 / n,
+            sums.1 / n,
+            sums.2 / n,
+            sums.3 / n
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn metrics_follow_the_data_readme() {
+        let ranked = v(&["a", "b", "c", "d", "e", "f"]);
+        // (gold groups, recall@1, recall@5, nDCG@10, MRR)
+        type Case = (Vec<Vec<String>>, f64, f64, f64, f64);
+        let cases: &[Case] = &[
+            (vec![v(&["a"])], 1.0, 1.0, 1.0, 1.0),
+            (vec![v(&["c"])], 0.0, 1.0, 0.5, 1.0 / 3.0),
+            // any member satisfies a group
+            (vec![v(&["x", "b"])], 0.0, 1.0, 1.0 / 3f64.log2(), 0.5),
+            // every group is needed; one found at rank 6 counts for nDCG, not recall@5
+            (
+                vec![v(&["a"]), v(&["f"])],
+                0.5,
+                0.5,
+                (1.0 + 1.0 / 7f64.log2()) / (1.0 + 1.0 / 3f64.log2()),
+                1.0,
+            ),
+            (vec![v(&["zz"])], 0.0, 0.0, 0.0, 0.0),
+        ];
+        for (groups, r1, r5, ndcg, mrr) in cases {
+            let (a, b, c, d) = metrics(&ranked, groups);
+            for (got, want, what) in [
+                (a, r1, "r@1"),
+                (b, r5, "r@5"),
+                (c, ndcg, "ndcg"),
+                (d, mrr, "mrr"),
+            ] {
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "{groups:?} {what}: {got} != {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn several_rankers_get_their_own_out_files() {
+        let out = Path::new("runs/out.jsonl");
+        assert_eq!(out_path(out, Ranker::Bm25, false), out);
+        assert_eq!(
+            out_path(out, Ranker::Bm25, true),
+            Path::new("runs/out-bm25.jsonl")
+        );
+        assert_eq!(
+            out_path(Path::new("o"), Ranker::Local, true),
+            Path::new("o-local")
+        );
+    }
 }

@@ -1,12 +1,15 @@
 //! `toolforge tools search`: ranks a catalog snapshot's tools for a query with BM25 over name,
-//! description, tags and parameter names. Searching the live pool (`--config`) comes later.
+//! description, tags and parameter names, fused with embedding similarity when
+//! `EMBEDDER_BACKEND` names an embedder (`local`: all-MiniLM-L6-v2 in-process). Searching the
+//! live pool (`--config`) comes later.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use toolforge_llm::embed::cosine;
 use toolforge_select::Catalog;
-use toolforge_select::rank::Bm25Index;
+use toolforge_select::rank::{self, Bm25Index, Document};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,7 +33,42 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("parsing catalog snapshot {}", args.catalog.display()))?;
     let tools: Vec<_> = catalog.tools().collect();
     let index = Bm25Index::from_tools(&tools);
-    let hits = index.search(&args.query, args.limit);
+    let hits: Vec<(usize, f32)> = match crate::embedder::from_env()? {
+        None => index.search(&args.query, args.limit),
+        Some(embedder) => {
+            let mut texts: Vec<String> = tools
+                .iter()
+                .map(|t| rank::embedding_text(&Document::from_tool(t)))
+                .collect();
+            let parts = rank::query_parts(&args.query);
+            texts.push(args.query.clone());
+            texts.extend(parts.iter().map(|p| (*p).to_owned()));
+            let mut vecs = embedder
+                .embed(&texts)
+                .await
+                .context("embedding tools and query")?;
+            anyhow::ensure!(
+                vecs.len() == texts.len(),
+                "embedder returned too few vectors"
+            );
+            let query_vecs = vecs.split_off(tools.len());
+            let fused = |text: &str, qv: &[f32]| {
+                let dense: Vec<f32> = vecs.iter().map(|v| cosine(qv, v)).collect();
+                rank::fuse(&index.scores(text), &dense)
+            };
+            let whole = fused(&args.query, &query_vecs[0]);
+            let part_scores: Vec<Vec<f32>> = parts
+                .iter()
+                .zip(&query_vecs[1..])
+                .map(|(p, qv)| fused(p, qv))
+                .collect();
+            let scores = rank::combine_parts(&whole, &part_scores);
+            rank::top_k(&scores, args.limit)
+                .into_iter()
+                .map(|i| (i, scores[i]))
+                .collect()
+        }
+    };
     if args.json {
         let rows: Vec<_> = hits
             .iter()

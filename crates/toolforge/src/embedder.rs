@@ -1,0 +1,101 @@
+//! Which embedder the process uses, from `EMBEDDER_BACKEND` (read once, here, in the binary).
+//!
+//! `none` (the default: BM25 only), `hashing` (zero-setup, weak), `local` (all-MiniLM-L6-v2
+//! in-process from `EMBED_MODEL_DIR`, default `.tools/models/all-MiniLM-L6-v2`), `openai` (any
+//! OpenAI-compatible `/v1/embeddings`: `EMBED_BASE_URL`, `EMBED_MODEL`, optional
+//! `EMBED_API_KEY`), `voyage` (`VOYAGE_API_KEY`, `EMBED_MODEL` default `voyage-3.5`, optional
+//! `VOYAGE_BASE_URL`). Every embedder is wrapped in the content-hash cache, so a catalog is
+//! embedded once per process.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use toolforge_llm::embed::{
+    CachedEmbedder, Embedder, HashingEmbedder, HttpEmbedder, HttpEmbedderConfig, LocalEmbedder,
+};
+
+use crate::config::env;
+
+/// Default folder of the local model, relative to the working directory.
+pub const DEFAULT_MODEL_DIR: &str = ".tools/models/all-MiniLM-L6-v2";
+
+/// The embedder backends `EMBEDDER_BACKEND` can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    None,
+    Hashing,
+    Local,
+    OpenAi,
+    Voyage,
+}
+
+impl Backend {
+    /// Parses `EMBEDDER_BACKEND` (case-insensitive; unset means `none`).
+    pub fn from_env() -> anyhow::Result<Self> {
+        match env("EMBEDDER_BACKEND").map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(Self::None),
+            Some(v) => match v.as_str() {
+                "none" | "bm25" => Ok(Self::None),
+                "hashing" => Ok(Self::Hashing),
+                "local" => Ok(Self::Local),
+                "openai" => Ok(Self::OpenAi),
+                "voyage" => Ok(Self::Voyage),
+                other => anyhow::bail!(
+                    "EMBEDDER_BACKEND={other:?} is not known; use none, hashing, local, openai \
+                     or voyage"
+                ),
+            },
+        }
+    }
+}
+
+/// The local model's folder: `EMBED_MODEL_DIR` or [`DEFAULT_MODEL_DIR`].
+pub fn model_dir() -> PathBuf {
+    env("EMBED_MODEL_DIR").map_or_else(|| PathBuf::from(DEFAULT_MODEL_DIR), PathBuf::from)
+}
+
+/// Builds the (cached) embedder for `backend`; `None` for [`Backend::None`].
+pub fn build(backend: Backend) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let inner: Arc<dyn Embedder> = match backend {
+        Backend::None => return Ok(None),
+        Backend::Hashing => Arc::new(HashingEmbedder::default()),
+        Backend::Local => {
+            let dir = model_dir();
+            Arc::new(LocalEmbedder::from_dir(&dir).with_context(|| {
+                format!(
+                    "EMBEDDER_BACKEND=local: loading the model from {}",
+                    dir.display()
+                )
+            })?)
+        }
+        Backend::OpenAi => {
+            let base = env("EMBED_BASE_URL").context(
+                "EMBEDDER_BACKEND=openai needs EMBED_BASE_URL (e.g. http://127.0.0.1:11434/v1)",
+            )?;
+            let model = env("EMBED_MODEL")
+                .context("EMBEDDER_BACKEND=openai needs EMBED_MODEL (e.g. nomic-embed-text)")?;
+            Arc::new(HttpEmbedder::new(HttpEmbedderConfig::openai(
+                &base,
+                &model,
+                env("EMBED_API_KEY"),
+            ))?)
+        }
+        Backend::Voyage => {
+            let key =
+                env("VOYAGE_API_KEY").context("EMBEDDER_BACKEND=voyage needs VOYAGE_API_KEY")?;
+            let model = env("EMBED_MODEL").unwrap_or_else(|| "voyage-3.5".to_owned());
+            let mut config = HttpEmbedderConfig::voyage(&model, key);
+            if let Some(base) = env("VOYAGE_BASE_URL") {
+                config.base_url = base;
+            }
+            Arc::new(HttpEmbedder::new(config)?)
+        }
+    };
+    Ok(Some(Arc::new(CachedEmbedder::in_memory(inner))))
+}
+
+/// The embedder `EMBEDDER_BACKEND` asks for.
+pub fn from_env() -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    build(Backend::from_env()?)
+}
