@@ -1,4 +1,18 @@
 //! The agent's run loop: visibility, broker, presentation, model, selector, pool or dry-run,
 //! trace, with a hard cost ceiling.
 //!
-//! The agent speaks toolforge's own types; it never touches HTTP or rmcp directly.
+//! The agent speaks toolforge's own types; it never touches HTTP directly, and reaches MCP
+//! servers only through a [`backend::ToolBackend`] (the pool in production).
+
+pub mod answer;
+pub mod backend;
+pub mod cost;
+pub mod run;
+pub mod session;
+pub mod trace;
+
+pub use backend::{ToolBackend, ToolFailure, ToolOutput};
+pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
+pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, Step, Visibility};
+pub use session::{MemorySessions, RedisSessions, SessionStore};
+pub use trace::{TraceRecord, TraceSink};

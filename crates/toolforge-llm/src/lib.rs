@@ -4,4 +4,16 @@
 //!
 //! This crate never reads the environment or files on its own: the binary hands it typed config.
 
+pub mod anthropic;
 pub mod embed;
+pub mod mock;
+pub mod model;
+pub mod openai;
+pub mod pricing;
+
+pub use mock::{MOCK_MODEL, MockModel};
+pub use model::{
+    Content, Message, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec,
+    Usage, estimate_input_tokens,
+};
+pub use pricing::{Price, PriceTable};

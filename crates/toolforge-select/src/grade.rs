@@ -121,7 +121,7 @@ pub struct Report {
 /// embedding once.
 pub struct Grader<'c> {
     catalog: &'c Catalog,
-    embed: &'c dyn Fn(&str) -> Vec<f32>,
+    embed: &'c (dyn Fn(&str) -> Vec<f32> + Sync),
     group_of: HashMap<ToolId, Vec<ToolId>>,
     validators: HashMap<ToolId, Option<jsonschema::Validator>>,
     embeddings: HashMap<ToolId, Vec<f32>>,
@@ -130,7 +130,7 @@ pub struct Grader<'c> {
 impl<'c> Grader<'c> {
     /// `embed` turns a text into a vector (the same embedder for prompts and descriptions).
     #[must_use]
-    pub fn new(catalog: &'c Catalog, embed: &'c dyn Fn(&str) -> Vec<f32>) -> Self {
+    pub fn new(catalog: &'c Catalog, embed: &'c (dyn Fn(&str) -> Vec<f32> + Sync)) -> Self {
         let group_of = overlap_groups(catalog)
             .iter()
             .flat_map(|g| {
@@ -209,7 +209,11 @@ impl<'c> Grader<'c> {
 
 /// Grades `cases` against `catalog` (see [`Grader`]).
 #[must_use]
-pub fn grade(catalog: &Catalog, cases: &[Case], embed: &dyn Fn(&str) -> Vec<f32>) -> Report {
+pub fn grade(
+    catalog: &Catalog,
+    cases: &[Case],
+    embed: &(dyn Fn(&str) -> Vec<f32> + Sync),
+) -> Report {
     let mut grader = Grader::new(catalog, embed);
     let mut results = Vec::with_capacity(cases.len());
     let mut by_rule: BTreeMap<String, RuleTotals> = BTreeMap::new();

@@ -1,0 +1,864 @@
+//! The run loop (DESIGN §2): catalog → visibility → broker → presentation → model → selector →
+//! pool or dry-run → trace, under the cost guard.
+//!
+//! The tool subset and its presentation are fixed once per request, so every model call of a
+//! run sends a byte-identical prefix (tools, then system prompt) and steps 2..n hit the prompt
+//! cache.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolforge_llm::embed::HashingEmbedder;
+use toolforge_llm::{
+    Content, Message, Model, ModelRequest, PriceTable, Role, StopReason, ToolSpec, Usage,
+    estimate_input_tokens,
+};
+use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
+use toolforge_select::rank::{self, Bm25Index, Document};
+use toolforge_select::{Catalog, Namespace, Presentation, Resolved, ServerEntry, ToolId};
+
+use crate::backend::{ToolBackend, ToolOutput};
+use crate::cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
+use crate::session::SessionStore;
+use crate::trace::{SCHEMA_VERSION, TraceRecord, TraceSink, arguments_hash, timestamp_now};
+
+/// The system prompt every provider gets.
+pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user asks by calling the tools offered; call several at once when they do not depend on each other. Use only the tools offered and give arguments that match their input schemas. When you are done, reply with only one JSON object and nothing else: {\"answer\": \"<the answer in plain words>\", \"key_facts\": {<the facts the answer rests on, as JSON values>}}.";
+
+/// Why a run stopped before the model's final answer.
+///
+/// * `cost_ceiling`: the remaining budget could not pay another useful model call, or the
+///   guard clamped `max_tokens` and the model's answer was cut there.
+/// * `max_steps`: the model was still calling tools after `max_steps` turns.
+/// * `max_tokens`: the model's answer was cut at the configured `max_tokens`.
+/// * `model_error`: the provider failed (after its own retries); `error` says why.
+/// * `servers_unavailable`: every server hosting the request's tools is down (HTTP 503).
+/// * `no_tools`: nothing is visible to this request and the model could not answer without
+///   tools is not a halt: the model simply answers; this value is reserved for callers.
+pub const HALT_REASONS: &[&str] = &[
+    "cost_ceiling",
+    "max_steps",
+    "max_tokens",
+    "model_error",
+    "servers_unavailable",
+];
+
+/// Agent settings (the binary fills them from env and flags).
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `COST_CEILING_USD`.
+    pub ceiling_usd: f64,
+    /// `MAX_AGENT_STEPS`: model turns per request.
+    pub max_steps: u32,
+    /// `max_tokens` asked of each model call before clamping.
+    pub max_tokens: u32,
+    /// Most tools shown to the model; larger catalogs are ranked against the request.
+    pub max_tools: usize,
+    pub namespace: Namespace,
+    /// Prompt-cache breakpoints (on by default).
+    pub cache: bool,
+    /// `TRACE_VERBOSE`: arguments in trace records.
+    pub trace_verbose: bool,
+    pub prices: PriceTable,
+    pub system_prompt: String,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            ceiling_usd: DEFAULT_CEILING_USD,
+            max_steps: 8,
+            max_tokens: 1024,
+            max_tools: 32,
+            namespace: Namespace::Auto,
+            cache: true,
+            trace_verbose: false,
+            prices: PriceTable::default(),
+            system_prompt: SYSTEM_PROMPT.to_owned(),
+        }
+    }
+}
+
+/// Narrows the catalog a request may see (the visibility layer plugs in here).
+pub type Visibility = Arc<dyn Fn(&Catalog) -> Catalog + Send + Sync>;
+
+/// One request.
+#[derive(Clone, Default)]
+pub struct RunRequest {
+    pub message: String,
+    /// Continues a session (recency), or a new one is made.
+    pub session_id: Option<String>,
+    pub dry_run: bool,
+    pub visibility: Option<Visibility>,
+    /// Cancelled when the caller goes away; in-flight tool calls are cancelled with it.
+    pub cancel: Option<CancellationToken>,
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("message", &self.message)
+            .field("session_id", &self.session_id)
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One tool call of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// The model turn that asked for it (1-based).
+    pub step: u32,
+    /// The name the model called.
+    pub tool: String,
+    /// The server that ran it (or would have, in a dry run); `null` for an unknown tool.
+    pub server: Option<String>,
+    /// The server's own name of the tool.
+    pub server_tool: Option<String>,
+    pub arguments: Value,
+    pub selection_rule: Option<String>,
+    pub alternatives: Vec<String>,
+    pub executed: bool,
+    pub dry_run: bool,
+    pub success: bool,
+    pub error: Option<String>,
+    pub corrective_retry: bool,
+    pub latency_ms: f64,
+    /// Attempts the pool made (retries are transient failures only).
+    pub attempts: u32,
+    pub retry_reason: Option<String>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: f64,
+    /// The result, shortened.
+    pub result_summary: String,
+    /// The structured result (or the text result parsed as JSON, or `{"text": ...}`).
+    pub raw_result: Value,
+}
+
+/// What a run returns (the `/chat` response body).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    pub session_id: String,
+    /// The final answer in plain words (partial output when halted).
+    pub response: String,
+    /// `key_facts` from the model's JSON answer (`{}` when it gave none).
+    pub key_facts: Value,
+    pub steps: Vec<Step>,
+    pub cost_usd: f64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub usage: Usage,
+    pub model_calls: u32,
+    pub halted: bool,
+    pub halt_reason: Option<String>,
+    pub error: Option<String>,
+    pub dry_run: bool,
+    pub model: String,
+    pub ceiling_usd: f64,
+    /// Every tool this request could see, by exposed name, in catalog order.
+    pub available_tools: Vec<String>,
+    /// The tools sent to the model (the broker's choice), by model-facing name.
+    pub offered_tools: Vec<String>,
+    /// Why those tools.
+    pub broker_rationale: String,
+}
+
+/// Progress of a run, for streaming.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", content = "data")]
+pub enum RunEvent {
+    #[serde(rename = "session.start")]
+    SessionStart {
+        session_id: String,
+        dry_run: bool,
+        offered_tools: Vec<String>,
+    },
+    #[serde(rename = "tool.result")]
+    ToolResult(Box<Step>),
+    #[serde(rename = "final.response")]
+    Final(Box<RunResult>),
+}
+
+/// The agent: one per process, shared by requests.
+pub struct Agent {
+    backend: Arc<dyn ToolBackend>,
+    model: Arc<dyn Model>,
+    sessions: Arc<dyn SessionStore>,
+    traces: TraceSink,
+    config: AgentConfig,
+    embedder: HashingEmbedder,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.model.model())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call the model asked for, after routing.
+enum Planned {
+    Unknown,
+    Invalid {
+        id: ToolId,
+        rule: String,
+        alternatives: Vec<String>,
+        message: String,
+    },
+    Run {
+        id: ToolId,
+        rule: String,
+        alternatives: Vec<String>,
+    },
+}
+
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Splits `total` into `n` parts that add up to it (earlier parts take the remainder).
+fn split_even(total: u64, n: usize, i: usize) -> u64 {
+    let n = n.max(1) as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
+
+/// The model's final text as answer and key facts: a JSON object `{"answer", "key_facts"}`
+/// anywhere in the text, else the whole text.
+#[must_use]
+pub fn parse_answer(text: &str) -> (String, Value) {
+    let trimmed = text.trim();
+    let candidates = [
+        Some(trimmed),
+        trimmed
+            .find('{')
+            .zip(trimmed.rfind('}'))
+            .filter(|(a, b)| a < b)
+            .map(|(a, b)| &trimmed[a..=b]),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(c)
+            && let Some(answer) = obj.get("answer").and_then(Value::as_str)
+        {
+            let facts = match obj.get("key_facts") {
+                Some(Value::Object(m)) => Value::Object(m.clone()),
+                _ => json!({}),
+            };
+            return (answer.to_owned(), facts);
+        }
+    }
+    (trimmed.to_owned(), json!({}))
+}
+
+impl Agent {
+    #[must_use]
+    pub fn new(
+        backend: Arc<dyn ToolBackend>,
+        model: Arc<dyn Model>,
+        sessions: Arc<dyn SessionStore>,
+        traces: TraceSink,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            backend,
+            model,
+            sessions,
+            traces,
+            config,
+            embedder: HashingEmbedder::default(),
+        }
+    }
+
+    #[must_use]
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    #[must_use]
+    pub fn model(&self) -> &dyn Model {
+        self.model.as_ref()
+    }
+
+    #[must_use]
+    pub fn backend(&self) -> &Arc<dyn ToolBackend> {
+        &self.backend
+    }
+
+    #[must_use]
+    pub fn sessions(&self) -> &Arc<dyn SessionStore> {
+        &self.sessions
+    }
+
+    #[must_use]
+    pub fn traces(&self) -> &TraceSink {
+        &self.traces
+    }
+
+    /// The catalog this request may see.
+    #[must_use]
+    pub fn visible_catalog(&self, request: &RunRequest) -> Catalog {
+        let catalog = self.backend.catalog();
+        match &request.visibility {
+            Some(v) => v(&catalog),
+            None => catalog,
+        }
+    }
+
+    /// The broker stage: the exposed tools shown to the model for `message`, in presentation
+    /// order, and why. Small catalogs are shown whole; larger ones keep the `max_tools` best by
+    /// hybrid ranking (BM25 and the hashing embedder) over name, description and parameters.
+    fn broker(&self, presentation: &Presentation, message: &str) -> (Vec<usize>, String) {
+        let tools = presentation.tools();
+        let max = self.config.max_tools.max(1);
+        if tools.len() <= max {
+            return (
+                (0..tools.len()).collect(),
+                format!(
+                    "all {} visible tools (at most {max} are shown)",
+                    tools.len()
+                ),
+            );
+        }
+        let docs: Vec<Document> = tools
+            .iter()
+            .map(|t| Document {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                tags: Vec::new(),
+                params: t
+                    .input_schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let lexical = Bm25Index::new(&docs).scores(message);
+        let query = self.embedder.embed_one(message);
+        let dense: Vec<f32> = docs
+            .iter()
+            .map(|d| rank::dot(&query, &self.embedder.embed_one(&rank::embedding_text(d))))
+            .collect();
+        let mut chosen = rank::top_k(&rank::fuse(&lexical, &dense), max);
+        chosen.sort_unstable();
+        (
+            chosen,
+            format!(
+                "{max} of {} visible tools, ranked against the request (BM25 + hashing embedder)",
+                tools.len()
+            ),
+        )
+    }
+
+    /// Runs one request to its end. Events go to `events` when given.
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::UnboundedSender<RunEvent>>,
+    ) -> RunResult {
+        let session_id = request
+            .session_id
+            .clone()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let send = |e: RunEvent| {
+            if let Some(tx) = &events {
+                let _ = tx.send(e);
+            }
+        };
+        let visible = self.visible_catalog(&request);
+        let full = Presentation::new(&visible, self.config.namespace);
+        let available_tools: Vec<String> = full.tools().iter().map(|t| t.name.clone()).collect();
+        let (chosen, rationale) = self.broker(&full, &request.message);
+        let chosen_ids: HashSet<ToolId> = chosen
+            .iter()
+            .flat_map(|&i| full.tools()[i].members.iter().cloned())
+            .collect();
+        let subset = Catalog {
+            servers: visible
+                .servers
+                .iter()
+                .map(|s| ServerEntry {
+                    tools: s
+                        .tools
+                        .iter()
+                        .filter(|t| chosen_ids.contains(&t.id()))
+                        .cloned()
+                        .collect(),
+                    ..s.clone()
+                })
+                .collect(),
+            overlaps: visible.overlaps.clone(),
+        };
+        let presentation = Presentation::new(&subset, self.config.namespace);
+        let specs: Vec<ToolSpec> = presentation
+            .tools()
+            .iter()
+            .map(|t| ToolSpec {
+                name: presentation.model_name(t).to_owned(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+            })
+            .collect();
+        let (price, known) = self.config.prices.price(self.model.model());
+        if !known {
+            tracing::warn!(
+                model = self.model.model(),
+                "no price configured for this model: charging the dearest known price"
+            );
+        }
+        let mut result = RunResult {
+            session_id: session_id.clone(),
+            response: String::new(),
+            key_facts: json!({}),
+            steps: Vec::new(),
+            cost_usd: 0.0,
+            tokens_in: 0,
+            tokens_out: 0,
+            usage: Usage::default(),
+            model_calls: 0,
+            halted: false,
+            halt_reason: None,
+            error: None,
+            dry_run: request.dry_run,
+            model: self.model.model().to_owned(),
+            ceiling_usd: self.config.ceiling_usd,
+            available_tools,
+            offered_tools: specs.iter().map(|s| s.name.clone()).collect(),
+            broker_rationale: rationale,
+        };
+        send(RunEvent::SessionStart {
+            session_id: session_id.clone(),
+            dry_run: request.dry_run,
+            offered_tools: result.offered_tools.clone(),
+        });
+
+        if !request.dry_run {
+            let down: HashSet<String> = self.backend.unavailable().into_iter().collect();
+            let needed: HashSet<&str> = chosen_ids.iter().map(|t| t.server.as_str()).collect();
+            if !needed.is_empty() && needed.iter().all(|s| down.contains(*s)) {
+                let mut names: Vec<&str> = needed.into_iter().collect();
+                names.sort_unstable();
+                result.halted = true;
+                result.halt_reason = Some("servers_unavailable".into());
+                result.error = Some(format!(
+                    "the MCP servers this request needs are down: {}",
+                    names.join(", ")
+                ));
+                send(RunEvent::Final(Box::new(result.clone())));
+                return result;
+            }
+        }
+
+        let mut guard = CostGuard::new(self.config.ceiling_usd, price);
+        let embed = |t: &str| self.embedder.embed_one(t);
+        let mut grader = Grader::new(&subset, &embed);
+        let mut history = self.sessions.history(&session_id).await;
+        let mut validators: HashMap<ToolId, Option<jsonschema::Validator>> = HashMap::new();
+        let mut rejected_once: HashSet<String> = HashSet::new();
+        let mut messages = vec![Message::user(request.message.clone())];
+        let mut finished = false;
+
+        for step in 1..=self.config.max_steps.max(1) {
+            if request
+                .cancel
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            {
+                result.halted = true;
+                result.halt_reason = Some("cancelled".into());
+                finished = true;
+                break;
+            }
+            let mut model_request = ModelRequest {
+                system: self.config.system_prompt.clone(),
+                tools: specs.clone(),
+                messages: messages.clone(),
+                max_tokens: self.config.max_tokens,
+                cache: self.config.cache,
+            };
+            let estimate = estimate_input_tokens(&model_request);
+            let clamped = match guard.allow(estimate, self.config.max_tokens) {
+                Allowance::Halt => {
+                    result.halted = true;
+                    result.halt_reason = Some("cost_ceiling".into());
+                    finished = true;
+                    break;
+                }
+                Allowance::Call { max_tokens } => {
+                    model_request.max_tokens = max_tokens;
+                    max_tokens < self.config.max_tokens
+                }
+            };
+            let response = match self.model.complete(&model_request).await {
+                Ok(r) => r,
+                Err(e) => {
+                    result.halted = true;
+                    result.halt_reason = Some("model_error".into());
+                    result.error = Some(e.to_string());
+                    finished = true;
+                    break;
+                }
+            };
+            result.model_calls += 1;
+            let cost = guard.record(estimate, &response.usage);
+            result.usage.add(&response.usage);
+            let uses: Vec<(String, String, Value)> = response
+                .tool_uses()
+                .into_iter()
+                .map(|(id, name, input)| (id.to_owned(), name.to_owned(), input.clone()))
+                .collect();
+            if response.stop_reason == StopReason::MaxTokens {
+                result.response = response.text();
+                result.halted = true;
+                result.halt_reason = Some(
+                    if clamped {
+                        "cost_ceiling"
+                    } else {
+                        "max_tokens"
+                    }
+                    .into(),
+                );
+                finished = true;
+                break;
+            }
+            if uses.is_empty() {
+                let (answer, facts) = parse_answer(&response.text());
+                result.response = answer;
+                result.key_facts = facts;
+                finished = true;
+                break;
+            }
+            messages.push(Message {
+                role: Role::Assistant,
+                content: response.content.clone(),
+            });
+
+            // Route every call (in order), then run them concurrently.
+            let n = uses.len();
+            let mut planned = Vec::with_capacity(n);
+            for (_, name, input) in &uses {
+                planned.push(self.route(
+                    &presentation,
+                    &subset,
+                    &mut grader,
+                    &mut validators,
+                    &request.message,
+                    &history,
+                    name,
+                    input,
+                ));
+            }
+            let futures = uses.iter().zip(&planned).map(|((_, _, input), plan)| {
+                let cancel = request.cancel.clone();
+                async move {
+                    let started = Instant::now();
+                    let outcome = match plan {
+                        Planned::Run { id, .. } if !request.dry_run => {
+                            let args = match input {
+                                Value::Object(m) => m.clone(),
+                                _ => Map::new(),
+                            };
+                            Some(self.backend.call(&id.server, &id.name, args, cancel).await)
+                        }
+                        _ => None,
+                    };
+                    (outcome, started.elapsed().as_secs_f64() * 1000.0)
+                }
+            });
+            let outcomes = futures::future::join_all(futures).await;
+
+            let mut results = Vec::with_capacity(n);
+            for (i, (((use_id, name, input), plan), (outcome, latency_ms))) in
+                uses.iter().zip(planned).zip(outcomes).enumerate()
+            {
+                let corrective = rejected_once.contains(name);
+                let tokens_in = split_even(response.usage.total_input(), n, i);
+                let tokens_out = split_even(response.usage.output_tokens, n, i);
+                let mut record = Step {
+                    step,
+                    tool: name.clone(),
+                    server: None,
+                    server_tool: None,
+                    arguments: input.clone(),
+                    selection_rule: None,
+                    alternatives: Vec::new(),
+                    executed: false,
+                    dry_run: request.dry_run,
+                    success: false,
+                    error: None,
+                    corrective_retry: corrective,
+                    latency_ms,
+                    attempts: 0,
+                    retry_reason: None,
+                    tokens_in,
+                    tokens_out,
+                    cost_usd: cost / n as f64,
+                    result_summary: String::new(),
+                    raw_result: Value::Null,
+                };
+                let (content, is_error) = match plan {
+                    Planned::Unknown => {
+                        let known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+                        let msg = format!("unknown tool \"{name}\"");
+                        record.error = Some(msg.clone());
+                        (
+                            format!("Error: {msg}. The tools offered are: {}.", known.join(", ")),
+                            true,
+                        )
+                    }
+                    Planned::Invalid {
+                        id,
+                        rule,
+                        alternatives,
+                        message,
+                    } => {
+                        record.server = Some(id.server.clone());
+                        record.server_tool = Some(id.name.clone());
+                        record.selection_rule = Some(rule);
+                        record.alternatives = alternatives;
+                        record.error = Some(message.clone());
+                        let schema = subset
+                            .get(&id)
+                            .map(|t| t.input_schema.to_string())
+                            .unwrap_or_default();
+                        let text = if rejected_once.insert(name.clone()) {
+                            format!(
+                                "Error: the arguments do not match the input schema of \"{name}\" ({message}). Its schema is {schema}. Call it again with arguments that match."
+                            )
+                        } else {
+                            format!(
+                                "Error: the arguments still do not match the input schema of \"{name}\" ({message}); the call was not made."
+                            )
+                        };
+                        (text, true)
+                    }
+                    Planned::Run {
+                        id,
+                        rule,
+                        alternatives,
+                    } => {
+                        record.server = Some(id.server.clone());
+                        record.server_tool = Some(id.name.clone());
+                        record.selection_rule = Some(rule);
+                        record.alternatives = alternatives;
+                        match outcome {
+                            None => {
+                                record.success = true;
+                                let synthetic = json!({
+                                    "dry_run": true,
+                                    "executed": false,
+                                    "server": id.server,
+                                    "tool": id.name,
+                                    "note": "Dry run: this call was planned but not executed. Continue the plan as if it had succeeded, without inventing its result.",
+                                });
+                                record.raw_result = synthetic.clone();
+                                (synthetic.to_string(), false)
+                            }
+                            Some(Ok(out)) => {
+                                record.executed = true;
+                                record.success = !out.is_error;
+                                if out.is_error {
+                                    record.error = Some(short(&out.text, 500));
+                                }
+                                record.raw_result = raw_result(&out);
+                                // Executed calls feed session recency (dry runs never do).
+                                history.push(id.clone());
+                                self.sessions.push(&session_id, id.clone()).await;
+                                let text = match &out.structured {
+                                    Some(v) if out.text.trim().is_empty() => v.to_string(),
+                                    _ => out.text.clone(),
+                                };
+                                record.attempts = out.attempts;
+                                record.retry_reason = out.retry_reason.clone();
+                                (text, out.is_error)
+                            }
+                            Some(Err(failure)) => {
+                                record.executed = true;
+                                record.error = Some(failure.error.clone());
+                                record.attempts = failure.attempts;
+                                record.retry_reason = failure.retry_reason.clone();
+                                (format!("Error: {}", failure.error), true)
+                            }
+                        }
+                    }
+                };
+                record.result_summary = short(&content, 200);
+                if record.raw_result.is_null() {
+                    record.raw_result = json!({"text": content});
+                }
+                self.emit_trace(&session_id, &record);
+                send(RunEvent::ToolResult(Box::new(record.clone())));
+                result.steps.push(record);
+                results.push(Content::ToolResult {
+                    tool_use_id: use_id.clone(),
+                    content,
+                    is_error,
+                });
+            }
+            messages.push(Message {
+                role: Role::User,
+                content: results,
+            });
+        }
+        if !finished {
+            result.halted = true;
+            result.halt_reason = Some("max_steps".into());
+        }
+        if result.halted && result.response.is_empty() {
+            result.response = partial_output(&result);
+        }
+        result.cost_usd = guard.spent();
+        result.tokens_in = result.usage.total_input();
+        result.tokens_out = result.usage.output_tokens;
+        send(RunEvent::Final(Box::new(result.clone())));
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn route(
+        &self,
+        presentation: &Presentation,
+        subset: &Catalog,
+        grader: &mut Grader<'_>,
+        validators: &mut HashMap<ToolId, Option<jsonschema::Validator>>,
+        prompt: &str,
+        history: &[ToolId],
+        name: &str,
+        input: &Value,
+    ) -> Planned {
+        let (id, rule, alternatives) = match presentation.resolve_model_name(name) {
+            None => return Planned::Unknown,
+            Some(Resolved::Direct(id)) => (id, "single-candidate".to_owned(), Vec::new()),
+            Some(Resolved::Group(group)) => {
+                let first = &group.members[0];
+                let case = Case {
+                    id: String::new(),
+                    prompt: prompt.to_owned(),
+                    tool_call: ToolCall {
+                        server: first.server.clone(),
+                        tool: first.name.clone(),
+                        arguments: input.clone(),
+                    },
+                    session: history
+                        .iter()
+                        .map(|h| SessionCall {
+                            server: h.server.clone(),
+                            tool: h.name.clone(),
+                        })
+                        .collect(),
+                    expected: Expected {
+                        server: String::new(),
+                        tool: String::new(),
+                        selection_rule: String::new(),
+                        alternatives: Vec::new(),
+                    },
+                };
+                match grader.decide(&case) {
+                    Some(d) => (d.chosen, d.rule.to_owned(), d.alternatives),
+                    None => return Planned::Unknown,
+                }
+            }
+        };
+        let validator = validators.entry(id.clone()).or_insert_with(|| {
+            subset
+                .get(&id)
+                .and_then(|t| jsonschema::validator_for(&t.input_schema).ok())
+        });
+        if let Some(v) = validator {
+            let errors: Vec<String> = v
+                .iter_errors(input)
+                .take(3)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect();
+            if !errors.is_empty() {
+                return Planned::Invalid {
+                    id,
+                    rule,
+                    alternatives,
+                    message: errors.join("; "),
+                };
+            }
+        }
+        Planned::Run {
+            id,
+            rule,
+            alternatives,
+        }
+    }
+
+    fn emit_trace(&self, session_id: &str, step: &Step) {
+        let attempt = step.attempts.max(1);
+        self.traces.emit(TraceRecord {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            timestamp: timestamp_now(),
+            session_id: session_id.to_owned(),
+            step: step.step,
+            server: step.server.clone(),
+            tool: step
+                .server_tool
+                .clone()
+                .unwrap_or_else(|| step.tool.clone()),
+            arguments_hash: arguments_hash(&step.arguments),
+            arguments: self.config.trace_verbose.then(|| step.arguments.clone()),
+            latency_ms: (step.latency_ms * 10.0).round() / 10.0,
+            success: step.success,
+            executed: step.executed,
+            dry_run: step.dry_run,
+            tokens_in: step.tokens_in,
+            tokens_out: step.tokens_out,
+            cost_usd: (step.cost_usd * 1e6).round() / 1e6,
+            selection_rule: step.selection_rule.clone(),
+            alternatives: step.alternatives.clone(),
+            attempt,
+            retries: attempt - 1,
+            retry_reason: step.retry_reason.clone(),
+            error: step.error.clone(),
+            corrective_retry: step.corrective_retry,
+        });
+    }
+}
+
+fn raw_result(out: &ToolOutput) -> Value {
+    if let Some(v) = &out.structured {
+        return v.clone();
+    }
+    serde_json::from_str::<Value>(&out.text)
+        .ok()
+        .filter(|v| v.is_object() || v.is_array())
+        .unwrap_or_else(|| json!({"text": out.text}))
+}
+
+fn partial_output(result: &RunResult) -> String {
+    let done: Vec<String> = result
+        .steps
+        .iter()
+        .filter(|s| s.success)
+        .map(|s| format!("{} ({})", s.tool, short(&s.result_summary, 120)))
+        .collect();
+    let why = result.halt_reason.as_deref().unwrap_or("halted");
+    if done.is_empty() {
+        format!("Halted ({why}) before any tool call succeeded.")
+    } else {
+        format!("Halted ({why}). Completed so far: {}", done.join("; "))
+    }
+}

@@ -1,0 +1,759 @@
+//! The deterministic offline model (`LLM_PROVIDER=mock`, the default).
+//!
+//! It needs no key and no network, and the same request always gets the same answer. It plans
+//! from the request like a small rule-based agent:
+//!
+//! * **The reference task** of seed 002 ("look up customer X's orders, sum their total, and tell
+//!   me if it exceeds $N"): one `sql_query` call with the seed's SQL and `page_size` 25 (more
+//!   pages are fetched while `has_more` says so), then it sums the completed orders' line totals
+//!   itself and answers with `key_facts`.
+//! * **Anything else**: the request is split into sequential parts (on `;` and "then"); for each
+//!   part in turn it calls the tool that ranks best for that part (BM25 over names,
+//!   descriptions and parameter names, the broker's lexical ranker) and fills the arguments from
+//!   the tool's input schema: paths, URLs, quoted strings, numbers, `owner/repo` pairs, enum
+//!   values named in the text. After the last part it answers with what the tools returned.
+//! * Nothing ranks: it answers that no available tool matches.
+//!
+//! Final answers are one JSON object `{"answer": "...", "key_facts": {...}}`, the shape the agent
+//! asks every model for. Usage is counted like a real provider would bill it: input tokens from
+//! [`estimate_input_tokens`], the tools and system prompt written to the prompt cache on the first
+//! call of a request and read from it afterwards (when the request asks for caching), and output
+//! tokens from the answer's length, never above `max_tokens` (a longer answer is cut and the stop
+//! reason is `max_tokens`).
+
+use std::sync::LazyLock;
+
+use futures::future::BoxFuture;
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use toolforge_select::rank::{Bm25Index, Document};
+
+use crate::model::{
+    Content, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+    estimate_input_tokens,
+};
+
+/// The mock's model id (priced like `claude-sonnet-4-6` in the default price table).
+pub const MOCK_MODEL: &str = "mock";
+
+/// The deterministic offline model.
+#[derive(Debug, Clone, Default)]
+pub struct MockModel;
+
+impl MockModel {
+    #[must_use]
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+impl Model for MockModel {
+    fn provider(&self) -> &'static str {
+        "mock"
+    }
+
+    fn model(&self) -> &str {
+        MOCK_MODEL
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move { Ok(respond(request)) })
+    }
+}
+
+/// One earlier call and what it returned.
+struct Observation<'a> {
+    tool: &'a str,
+    input: &'a Value,
+    result: &'a str,
+    is_error: bool,
+}
+
+fn task_of(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| {
+            m.content
+                .iter()
+                .filter_map(|c| match c {
+                    Content::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn observations(request: &ModelRequest) -> Vec<Observation<'_>> {
+    let mut uses = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for m in &request.messages {
+        for c in &m.content {
+            match c {
+                Content::ToolUse { id, name, input } => {
+                    uses.insert(id.as_str(), (name.as_str(), input));
+                }
+                Content::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => {
+                    if let Some((tool, input)) = uses.get(tool_use_id.as_str()) {
+                        out.push(Observation {
+                            tool,
+                            input,
+                            result: content,
+                            is_error: *is_error,
+                        });
+                    }
+                }
+                Content::Text { .. } => {}
+            }
+        }
+    }
+    out
+}
+
+enum Turn {
+    Call(String, Value, String),
+    Answer(Value),
+}
+
+fn respond(request: &ModelRequest) -> ModelResponse {
+    let task = task_of(request);
+    let seen = observations(request);
+    let turn = match ReferenceTask::parse(&task) {
+        Some(reference) => reference.next(&request.tools, &seen),
+        None => generic(&task, &request.tools, &seen),
+    };
+    let (content, stop) = match turn {
+        Turn::Call(name, input, why) => (
+            vec![
+                Content::text(why),
+                Content::ToolUse {
+                    id: format!("toolu_mock_{:02}", seen.len() + 1),
+                    name,
+                    input,
+                },
+            ],
+            StopReason::ToolUse,
+        ),
+        Turn::Answer(answer) => (vec![Content::text(answer.to_string())], StopReason::EndTurn),
+    };
+    finish(request, content, stop)
+}
+
+/// Bills the turn like a provider would and cuts the answer at `max_tokens`.
+fn finish(
+    request: &ModelRequest,
+    mut content: Vec<Content>,
+    mut stop: StopReason,
+) -> ModelResponse {
+    let out_bytes: usize = content
+        .iter()
+        .map(|c| match c {
+            Content::Text { text } => text.len(),
+            Content::ToolUse { name, input, .. } => name.len() + input.to_string().len() + 16,
+            Content::ToolResult { content, .. } => content.len(),
+        })
+        .sum();
+    let wanted = (out_bytes as u64).div_ceil(4).max(1);
+    let max = u64::from(request.max_tokens.max(1));
+    let output_tokens = if wanted > max {
+        // Cut: keep the first text block, shortened, and drop any tool call.
+        let keep = usize::try_from(max * 4).unwrap_or(usize::MAX);
+        let text: String = content
+            .iter()
+            .find_map(|c| match c {
+                Content::Text { text } => Some(text.chars().take(keep).collect()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        content = vec![Content::text(text)];
+        stop = StopReason::MaxTokens;
+        max
+    } else {
+        wanted
+    };
+    let total_in = estimate_input_tokens(request);
+    let mut usage = Usage {
+        input_tokens: total_in,
+        output_tokens,
+        ..Usage::default()
+    };
+    if request.cache {
+        let prefix = estimate_input_tokens(&ModelRequest {
+            system: request.system.clone(),
+            tools: request.tools.clone(),
+            ..ModelRequest::default()
+        })
+        .min(total_in);
+        // The first call of a request writes the prefix; later calls (more than one message)
+        // read it back.
+        if request.messages.len() > 1 {
+            usage.cache_read_input_tokens = prefix;
+        } else {
+            usage.cache_creation_input_tokens = prefix;
+        }
+        usage.input_tokens = total_in - prefix;
+    }
+    ModelResponse {
+        content,
+        stop_reason: stop,
+        usage,
+        model: MOCK_MODEL.to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference task.
+
+static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)customer\s+(?P<name>[\p{L}][\p{L}.'\- ]*?)(?:'s|’s|s')?\s+orders\b.*?\bexceeds?\s+(?:\$\s*|USD\s*)?(?P<n>\d[\d,]*(?:\.\d+)?)",
+    )
+    .expect("static regex")
+});
+
+/// Seed 002's reference task, parsed.
+struct ReferenceTask {
+    customer: String,
+    threshold: f64,
+}
+
+fn find_tool<'t>(tools: &'t [ToolSpec], name: &str) -> Option<&'t ToolSpec> {
+    tools.iter().find(|t| t.name == name).or_else(|| {
+        tools
+            .iter()
+            .find(|t| t.name.ends_with(&format!("__{name}")))
+    })
+}
+
+impl ReferenceTask {
+    fn parse(task: &str) -> Option<Self> {
+        let c = REFERENCE.captures(task)?;
+        let customer = c["name"].trim().to_owned();
+        let threshold = c["n"].replace(',', "").parse().ok()?;
+        Some(Self {
+            customer,
+            threshold,
+        })
+    }
+
+    fn sql(&self) -> String {
+        format!(
+            "SELECT c.name AS customer_name, o.order_id, o.quantity, p.unit_price, (o.quantity * p.unit_price) AS line_total, o.status FROM orders o JOIN customers c ON c.customer_id = o.customer_id JOIN products p ON p.product_id = o.product_id WHERE c.name = '{}'",
+            self.customer.replace('\'', "''")
+        )
+    }
+
+    fn next(&self, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
+        let Some(sql_tool) = find_tool(tools, "sql_query") else {
+            return Turn::Answer(json!({
+                "answer": format!("I cannot look up {}'s orders: no sql_query tool is available.", self.customer),
+                "key_facts": {"customer_name": self.customer, "threshold": self.threshold},
+            }));
+        };
+        let mut rows: Vec<Value> = Vec::new();
+        let mut next_offset = Some(0u64);
+        for o in seen.iter().filter(|o| o.tool == sql_tool.name) {
+            if o.is_error {
+                return Turn::Answer(json!({
+                    "answer": format!("The order lookup failed: {}", o.result),
+                    "key_facts": {"customer_name": self.customer, "threshold": self.threshold},
+                }));
+            }
+            let page: Value = serde_json::from_str(o.result).unwrap_or(Value::Null);
+            rows.extend(page["rows"].as_array().cloned().unwrap_or_default());
+            next_offset = if page["has_more"] == json!(true) {
+                page["next_offset"].as_u64()
+            } else {
+                None
+            };
+        }
+        if let Some(offset) = next_offset {
+            let mut input = json!({"sql": self.sql(), "page_size": 25});
+            if offset > 0 {
+                input["offset"] = json!(offset);
+            }
+            return Turn::Call(
+                sql_tool.name.clone(),
+                input,
+                format!(
+                    "Looking up {}'s orders with one read-only query.",
+                    self.customer
+                ),
+            );
+        }
+        let completed: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["status"].as_str() == Some("completed"))
+            .collect();
+        let total_cents: i64 = completed
+            .iter()
+            .map(|r| (r["line_total"].as_f64().unwrap_or(0.0) * 100.0).round() as i64)
+            .sum();
+        let total = total_cents as f64 / 100.0;
+        let exceeds = total > self.threshold;
+        let verdict = if exceeds {
+            "exceeds"
+        } else {
+            "does not exceed"
+        };
+        Turn::Answer(json!({
+            "answer": format!(
+                "{}'s completed orders total ${total:.2}, which {verdict} ${:.2}.",
+                self.customer, self.threshold
+            ),
+            "key_facts": {
+                "customer_name": self.customer,
+                "order_total": total,
+                "threshold": self.threshold,
+                "exceeds_threshold": exceeds,
+                "num_completed_orders": completed.len(),
+            },
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any other request.
+
+static SPLIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\s*(?:;|,?\s+and\s+then\s+|,?\s+then\s+|\.\s+then\s+)\s*")
+        .expect("static regex")
+});
+
+fn parts(task: &str) -> Vec<&str> {
+    SPLIT
+        .split(task)
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The best-ranked tool for `text`, if any term matches at all.
+fn best_tool<'t>(tools: &'t [ToolSpec], text: &str) -> Option<&'t ToolSpec> {
+    let docs: Vec<Document> = tools
+        .iter()
+        .map(|t| Document {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            tags: Vec::new(),
+            params: t
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let index = Bm25Index::new(&docs);
+    index
+        .search(text, 1)
+        .first()
+        .filter(|(_, score)| *score > 0.0)
+        .map(|(i, _)| &tools[*i])
+}
+
+fn generic(task: &str, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
+    let parts = parts(task);
+    if let Some(part) = parts.get(seen.len()) {
+        if let Some(tool) = best_tool(tools, part) {
+            let input = fill_arguments(&tool.input_schema, part);
+            return Turn::Call(
+                tool.name.clone(),
+                input,
+                format!("Calling {} for: {part}", tool.name),
+            );
+        }
+        if seen.is_empty() {
+            return Turn::Answer(json!({
+                "answer": "None of the available tools matches this request.",
+                "key_facts": {"tools_available": tools.len()},
+            }));
+        }
+    }
+    let mut lines = Vec::new();
+    let mut failed = 0;
+    for o in seen {
+        let result = shorten(o.result, 400);
+        if o.is_error {
+            failed += 1;
+            lines.push(format!("{} failed: {result}", o.tool));
+        } else {
+            lines.push(format!("{} returned: {result}", o.tool));
+        }
+    }
+    Turn::Answer(json!({
+        "answer": lines.join("\n"),
+        "key_facts": {
+            "tool_calls": seen.len(),
+            "failed_calls": failed,
+            "tools": seen.iter().map(|o| o.tool).collect::<Vec<_>>(),
+            "last_arguments": seen.last().map(|o| o.input.clone()),
+        },
+    }))
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(max_chars).collect();
+    format!("{cut}…")
+}
+
+static QUOTED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#""([^"]+)"|'([^']+)'|`([^`]+)`"#).expect("static regex"));
+static URL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"https?://[^\s"'`<>)]+"#).expect("static regex"));
+static OWNER_REPO: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b([A-Za-z0-9][A-Za-z0-9-]*)/([A-Za-z0-9._-]+[A-Za-z0-9_])\b")
+        .expect("static regex")
+});
+static OWNER_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bowner\s+([A-Za-z0-9][A-Za-z0-9-]*)").expect("static regex")
+});
+static REPO_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\brepo(?:sitory)?\s+([A-Za-z0-9._-]+[A-Za-z0-9_])").expect("static regex")
+});
+static PATH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?:^|[\s(])((?:~|\.{1,2})?/?(?:[\w.-]+/)*[\w-]+(?:\.[A-Za-z0-9]{1,6})|/(?:[\w.-]+/?)+)",
+    )
+    .expect("static regex")
+});
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:^|[\s$(])(-?\d+(?:\.\d+)?)\b").expect("static regex"));
+static TIMEZONE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(?:[A-Z][a-z]+(?:_[A-Z][a-z]+)*/[A-Z][A-Za-z_]+|UTC)\b").expect("static regex")
+});
+
+/// Values found in a request, by kind.
+struct Evidence<'a> {
+    text: &'a str,
+    quoted: Vec<String>,
+    urls: Vec<String>,
+    paths: Vec<String>,
+    numbers: Vec<f64>,
+    owner_repo: Option<(String, String)>,
+}
+
+impl<'a> Evidence<'a> {
+    fn gather(text: &'a str) -> Self {
+        let quoted = QUOTED
+            .captures_iter(text)
+            .filter_map(|c| {
+                c.iter()
+                    .skip(1)
+                    .flatten()
+                    .next()
+                    .map(|m| m.as_str().to_owned())
+            })
+            .collect();
+        let urls: Vec<String> = URL.find_iter(text).map(|m| m.as_str().to_owned()).collect();
+        let without_urls = URL.replace_all(text, " ");
+        let paths = PATH
+            .captures_iter(&without_urls)
+            .map(|c| c[1].trim_end_matches('.').to_owned())
+            .filter(|p| !p.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            .collect();
+        let numbers = NUMBER
+            .captures_iter(&without_urls)
+            .filter_map(|c| c[1].parse().ok())
+            .collect();
+        let owner_repo = OWNER_REPO
+            .captures_iter(&without_urls)
+            .find(|c| !c[2].contains('.') || c[2].ends_with("-python") || !c[0].contains(".md"))
+            .map(|c| (c[1].to_owned(), c[2].to_owned()))
+            .or_else(|| {
+                let o = OWNER_WORD.captures(text)?;
+                let r = REPO_WORD.captures(text)?;
+                Some((o[1].to_owned(), r[1].to_owned()))
+            });
+        Self {
+            text,
+            quoted,
+            urls,
+            paths,
+            numbers,
+            owner_repo,
+        }
+    }
+}
+
+/// Arguments for a tool with `schema`, filled from `text`: every required property, and the
+/// optional ones the text clearly names a value for.
+#[must_use]
+pub fn fill_arguments(schema: &Value, text: &str) -> Value {
+    let ev = Evidence::gather(text);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Value::Object(out);
+    };
+    let mut quoted = ev.quoted.iter();
+    let mut numbers = ev.numbers.iter();
+    for (name, prop) in props {
+        let is_required = required.contains(&name.as_str());
+        if let Some(v) = value_for(name, prop, &ev, &mut quoted, &mut numbers, is_required) {
+            out.insert(name.clone(), v);
+        }
+    }
+    Value::Object(out)
+}
+
+fn value_for<'q>(
+    name: &str,
+    prop: &Value,
+    ev: &Evidence<'_>,
+    quoted: &mut impl Iterator<Item = &'q String>,
+    numbers: &mut impl Iterator<Item = &'q f64>,
+    required: bool,
+) -> Option<Value> {
+    let lname = name.to_ascii_lowercase();
+    let ty = prop.get("type").and_then(Value::as_str).unwrap_or("string");
+    if let Some(options) = prop.get("enum").and_then(Value::as_array) {
+        let text = ev.text.to_lowercase();
+        let named = options
+            .iter()
+            .find(|o| o.as_str().is_some_and(|s| text.contains(&s.to_lowercase())));
+        return named
+            .cloned()
+            .or_else(|| required.then(|| options.first().cloned()).flatten());
+    }
+    match ty {
+        "integer" | "number" => {
+            let n = numbers.next().copied();
+            match (n, ty) {
+                (Some(n), "integer") => Some(json!(n as i64)),
+                (Some(n), _) if n.fract() == 0.0 && n.abs() < 1e15 => Some(json!(n as i64)),
+                (Some(n), _) => Some(json!(n)),
+                (None, _) if required => prop.get("default").cloned().or(Some(json!(0))),
+                _ => None,
+            }
+        }
+        "boolean" => required.then(|| prop.get("default").cloned().unwrap_or(json!(false))),
+        "array" => {
+            let item = ev.paths.first().or(ev.quoted.first()).cloned();
+            match item {
+                Some(i) if lname.contains("path") || lname.contains("file") => Some(json!([i])),
+                _ if required => Some(json!([])),
+                _ => None,
+            }
+        }
+        "object" => required.then(|| json!({})),
+        _ => string_for(&lname, ev, quoted, required),
+    }
+}
+
+fn string_for<'q>(
+    lname: &str,
+    ev: &Evidence<'_>,
+    quoted: &mut impl Iterator<Item = &'q String>,
+    required: bool,
+) -> Option<Value> {
+    let found = if lname == "owner" {
+        ev.owner_repo.as_ref().map(|(o, _)| o.clone())
+    } else if lname == "repo" || lname == "repository" {
+        ev.owner_repo.as_ref().map(|(_, r)| r.clone())
+    } else if lname.contains("url") || lname == "uri" {
+        ev.urls.first().cloned()
+    } else if lname.contains("path") || lname.contains("file") || lname == "source" {
+        ev.paths
+            .iter()
+            .find(|p| {
+                ev.owner_repo
+                    .as_ref()
+                    .is_none_or(|(o, r)| **p != format!("{o}/{r}"))
+            })
+            .cloned()
+    } else if lname.contains("timezone") || lname == "tz" {
+        TIMEZONE
+            .find(ev.text)
+            .map(|m| m.as_str().to_owned())
+            .or_else(|| Some("UTC".to_owned()))
+    } else if lname == "sql" {
+        let upper = ev.text.to_ascii_uppercase();
+        upper
+            .find("SELECT ")
+            .map(|i| ev.text[i..].trim_end_matches(['.', '?']).to_owned())
+    } else {
+        quoted.next().cloned()
+    };
+    found
+        .or_else(|| {
+            let free_text = [
+                "query", "q", "text", "message", "content", "pattern", "prompt", "input",
+            ];
+            (required || free_text.contains(&lname)).then(|| ev.text.to_owned())
+        })
+        .map(Value::String)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Message;
+
+    fn tool(name: &str, description: &str, schema: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema: schema,
+        }
+    }
+
+    fn toolkit() -> Vec<ToolSpec> {
+        vec![
+            tool(
+                "sql_query",
+                "Run exactly one read-only SELECT over the sample database.",
+                json!({"type":"object","properties":{"sql":{"type":"string"},"page_size":{"type":"integer"}},"required":["sql"]}),
+            ),
+            tool(
+                "rest_exchange_rate",
+                "Fetch the exchange rate from one currency to another.",
+                json!({"type":"object","properties":{"base":{"type":"string"},"target":{"type":"string"}},"required":["base","target"]}),
+            ),
+        ]
+    }
+
+    const TASK: &str =
+        "Look up customer Alice Nguyen's orders, sum their total, and tell me if it exceeds $500.";
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            system: "You are an agent.".into(),
+            tools: toolkit(),
+            messages,
+            max_tokens: 1024,
+            cache: true,
+        }
+    }
+
+    #[test]
+    fn reference_task_is_one_sql_query_then_the_seed_answer() {
+        let first = respond(&request(vec![Message::user(TASK)]));
+        assert_eq!(first.stop_reason, StopReason::ToolUse);
+        let (id, name, input) = first.tool_uses()[0];
+        assert_eq!(name, "sql_query");
+        assert_eq!(input["page_size"], 25);
+        assert!(
+            input["sql"]
+                .as_str()
+                .unwrap()
+                .ends_with("WHERE c.name = 'Alice Nguyen'")
+        );
+        let page = json!({"columns": [], "rows": [
+            {"line_total": 59.5, "status": "completed"},
+            {"line_total": 120.0, "status": "completed"},
+            {"line_total": 154.5, "status": "completed"},
+            {"line_total": 999.0, "status": "cancelled"}],
+            "has_more": false, "next_offset": null});
+        let second = respond(&request(vec![
+            Message::user(TASK),
+            Message {
+                role: Role::Assistant,
+                content: first.content.clone(),
+            },
+            Message {
+                role: Role::User,
+                content: vec![Content::ToolResult {
+                    tool_use_id: id.to_owned(),
+                    content: page.to_string(),
+                    is_error: false,
+                }],
+            },
+        ]));
+        assert_eq!(second.stop_reason, StopReason::EndTurn);
+        let answer: Value = serde_json::from_str(&second.text()).unwrap();
+        assert_eq!(
+            answer["answer"],
+            "Alice Nguyen's completed orders total $334.00, which does not exceed $500.00."
+        );
+        assert_eq!(answer["key_facts"]["num_completed_orders"], 3);
+        assert_eq!(answer["key_facts"]["exceeds_threshold"], false);
+        assert_eq!(answer["key_facts"]["order_total"], 334.0);
+        // The second call reads the cached prefix the first one wrote.
+        assert!(first.usage.cache_creation_input_tokens > 0);
+        assert_eq!(
+            second.usage.cache_read_input_tokens,
+            first.usage.cache_creation_input_tokens
+        );
+    }
+
+    #[test]
+    fn thresholds_and_names_vary() {
+        let t =
+            ReferenceTask::parse("customer Bob O'Neil's orders: does the total exceed $1,200.50?")
+                .unwrap();
+        assert_eq!(t.customer, "Bob O'Neil");
+        assert!((t.threshold - 1200.5).abs() < 1e-9);
+        assert!(t.sql().ends_with("'Bob O''Neil'"));
+        assert!(ReferenceTask::parse("read README.md").is_none());
+    }
+
+    #[test]
+    fn generic_requests_rank_a_tool_and_fill_its_schema() {
+        let tools = vec![
+            tool(
+                "read_file",
+                "Read the complete contents of a file from the file system.",
+                json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+            ),
+            tool(
+                "list_commits",
+                "List commits of a branch in a GitHub repository.",
+                json!({"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"perPage":{"type":"number"}},"required":["owner","repo"]}),
+            ),
+        ];
+        let req = ModelRequest {
+            tools,
+            messages: vec![Message::user(
+                "Read the file docs/notes.md then list the last 5 commits of anthropics/anthropic-sdk-python",
+            )],
+            max_tokens: 512,
+            ..ModelRequest::default()
+        };
+        let r = respond(&req);
+        let (_, name, input) = r.tool_uses()[0];
+        assert_eq!(name, "read_file");
+        assert_eq!(input, &json!({"path": "docs/notes.md"}));
+        assert_eq!(r.usage.cache_creation_input_tokens, 0, "no caching asked");
+
+        let args = fill_arguments(
+            &req.tools[1].input_schema,
+            "list the last 5 commits of anthropics/anthropic-sdk-python",
+        );
+        assert_eq!(
+            args,
+            json!({"owner": "anthropics", "repo": "anthropic-sdk-python", "perPage": 5})
+        );
+    }
+
+    #[test]
+    fn no_matching_tool_is_a_plain_answer_and_max_tokens_cuts() {
+        let req = ModelRequest {
+            tools: toolkit(),
+            messages: vec![Message::user("zzz qqq")],
+            max_tokens: 2,
+            ..ModelRequest::default()
+        };
+        let r = respond(&req);
+        assert_eq!(r.stop_reason, StopReason::MaxTokens);
+        assert_eq!(r.usage.output_tokens, 2);
+        assert!(r.tool_uses().is_empty());
+    }
+}

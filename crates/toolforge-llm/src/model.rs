@@ -1,0 +1,248 @@
+//! The one model trait every provider implements, and the provider-neutral conversation types.
+//!
+//! The agent builds a [`ModelRequest`] (system prompt, tool list, messages, `max_tokens`) and gets
+//! back a [`ModelResponse`] (content blocks, stop reason, [`Usage`]). The types follow the
+//! Anthropic Messages shape (content blocks with `tool_use` / `tool_result`), which maps onto
+//! OpenAI chat completions without loss for what the agent needs.
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A tool as a model sees it. `name` already matches `^[a-zA-Z0-9_-]{1,64}$`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One block of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    Text {
+        text: String,
+    },
+    /// The model asks for a tool call.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// The result of a tool call, sent back in a user message.
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Content {
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// One turn of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Content>,
+}
+
+impl Message {
+    /// A user message with one text block.
+    #[must_use]
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![Content::text(text)],
+        }
+    }
+}
+
+/// What the agent asks a model.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelRequest {
+    pub system: String,
+    /// Tools in a stable order (the cached prompt prefix depends on it).
+    pub tools: Vec<ToolSpec>,
+    pub messages: Vec<Message>,
+    /// Upper bound on output tokens; the cost guard clamps it before every call.
+    pub max_tokens: u32,
+    /// Place prompt-cache breakpoints after the tools and after the system prompt (providers
+    /// that cache implicitly ignore it).
+    pub cache: bool,
+}
+
+/// Token usage of one response, as the provider billed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens billed at the uncached price.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens written to the prompt cache (billed at the cache-write price).
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache (billed at the cache-read price).
+    pub cache_read_input_tokens: u64,
+}
+
+impl Usage {
+    /// Every input token, however billed.
+    #[must_use]
+    pub fn total_input(&self) -> u64 {
+        self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+    }
+
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    pub content: Vec<Content>,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    /// The model that answered, as the provider reports it.
+    pub model: String,
+}
+
+impl ModelResponse {
+    /// The text blocks joined.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        parts.join("")
+    }
+
+    /// The tool calls asked for, in order: `(id, name, input)`.
+    #[must_use]
+    pub fn tool_uses(&self) -> Vec<(&str, &str, &Value)> {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                Content::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{provider}: missing API key: set {env}")]
+    MissingKey {
+        provider: &'static str,
+        env: &'static str,
+    },
+    #[error("{provider} rejected the credentials (HTTP {status}): {message}")]
+    Auth {
+        provider: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error(
+        "{provider} is overloaded or rate limiting (HTTP {status}) after {attempts} attempts: {message}"
+    )]
+    Overloaded {
+        provider: &'static str,
+        status: u16,
+        attempts: u32,
+        message: String,
+    },
+    #[error("{provider} answered HTTP {status}: {message}")]
+    Http {
+        provider: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider} sent an unreadable answer: {message}")]
+    BadResponse {
+        provider: &'static str,
+        message: String,
+    },
+    #[error("{provider}: request failed: {message}")]
+    Transport {
+        provider: &'static str,
+        message: String,
+    },
+}
+
+/// A model provider.
+pub trait Model: Send + Sync {
+    /// Provider name: `anthropic`, `openai` or `mock`.
+    fn provider(&self) -> &'static str;
+
+    /// The model id sent to the provider (and the key into the price table).
+    fn model(&self) -> &str;
+
+    /// Asks the model for its next turn.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}
+
+/// A conservative estimate of the input tokens `request` costs: one token per three bytes of
+/// the serialised system prompt, tools and messages, plus a fixed overhead per message and per
+/// tool. Real tokenizers average about four bytes per token on English and JSON, so this
+/// over-estimates; the cost guard also calibrates it against billed usage.
+#[must_use]
+pub fn estimate_input_tokens(request: &ModelRequest) -> u64 {
+    let mut bytes = request.system.len();
+    for t in &request.tools {
+        bytes += t.name.len() + t.description.len() + t.input_schema.to_string().len();
+    }
+    for m in &request.messages {
+        for c in &m.content {
+            bytes += match c {
+                Content::Text { text } => text.len(),
+                Content::ToolUse { id, name, input } => {
+                    id.len() + name.len() + input.to_string().len()
+                }
+                Content::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => tool_use_id.len() + content.len(),
+            };
+        }
+    }
+    let overhead = 8 * request.messages.len() + 16 * request.tools.len() + 16;
+    (bytes as u64).div_ceil(3) + overhead as u64
+}
