@@ -37,10 +37,12 @@ pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user ask
 /// * `max_steps`: the model was still calling tools after `max_steps` turns.
 /// * `max_tokens`: the model's answer was cut at the configured `max_tokens`.
 /// * `model_error`: the provider failed (after its own retries); `error` says why.
-/// * `servers_unavailable`: every server hosting the request's tools is down (HTTP 503).
-/// * `no_tools`: nothing is visible to this request and the model could not answer without
-///   tools is not a halt: the model simply answers; this value is reserved for callers.
+/// * `servers_unavailable`: every server hosting the request's tools is down, or nothing can be
+///   offered while some server is down (HTTP 503).
+/// * `cancelled`: the caller went away (the HTTP client disconnected); in-flight tool calls
+///   were cancelled with it.
 pub const HALT_REASONS: &[&str] = &[
+    "cancelled",
     "cost_ceiling",
     "max_steps",
     "max_tokens",
@@ -91,6 +93,8 @@ pub type Visibility = Arc<dyn Fn(&Catalog) -> Catalog + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct RunRequest {
     pub message: String,
+    /// Earlier turns of the conversation, oldest first (text only), sent before `message`.
+    pub prior: Vec<Message>,
     /// Continues a session (recency), or a new one is made.
     pub session_id: Option<String>,
     pub dry_run: bool,
@@ -103,6 +107,7 @@ impl std::fmt::Debug for RunRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunRequest")
             .field("message", &self.message)
+            .field("prior_turns", &self.prior.len())
             .field("session_id", &self.session_id)
             .field("dry_run", &self.dry_run)
             .finish_non_exhaustive()
@@ -448,7 +453,18 @@ impl Agent {
         if !request.dry_run {
             let down: HashSet<String> = self.backend.unavailable().into_iter().collect();
             let needed: HashSet<&str> = chosen_ids.iter().map(|t| t.server.as_str()).collect();
-            if !needed.is_empty() && needed.iter().all(|s| down.contains(*s)) {
+            // Nothing to offer while servers are down: the tools it needs may be theirs.
+            let blocked = if needed.is_empty() {
+                !down.is_empty()
+            } else {
+                needed.iter().all(|s| down.contains(*s))
+            };
+            if blocked {
+                let needed = if needed.is_empty() {
+                    down.iter().map(String::as_str).collect()
+                } else {
+                    needed
+                };
                 let mut names: Vec<&str> = needed.into_iter().collect();
                 names.sort_unstable();
                 result.halted = true;
@@ -468,7 +484,8 @@ impl Agent {
         let mut history = self.sessions.history(&session_id).await;
         let mut validators: HashMap<ToolId, Option<jsonschema::Validator>> = HashMap::new();
         let mut rejected_once: HashSet<String> = HashSet::new();
-        let mut messages = vec![Message::user(request.message.clone())];
+        let mut messages = request.prior.clone();
+        messages.push(Message::user(request.message.clone()));
         let mut finished = false;
 
         for step in 1..=self.config.max_steps.max(1) {

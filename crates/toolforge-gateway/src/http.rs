@@ -1,5 +1,5 @@
-//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health`, and
-//! JSON errors for everything else.
+//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health`, the
+//! agent's routes ([`crate::chat`]), and JSON errors for everything else.
 //!
 //! DNS-rebinding protection: rmcp checks `Host` (and, enforced here, `Origin`) on `/mcp`; the
 //! same allow-list guards the other routes in a middleware, so a page on a foreign origin can
@@ -37,6 +37,9 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Ends open sessions on shutdown.
     pub cancel: CancellationToken,
+    /// The agent behind `POST /chat`, `/chat/stream` and `/agent/run` (absent: those routes
+    /// answer 404 and only the gateway is served).
+    pub agent: Option<Arc<toolforge_agent::Agent>>,
 }
 
 impl Default for HttpOptions {
@@ -46,6 +49,7 @@ impl Default for HttpOptions {
             stateless: false,
             max_body_bytes: 4 * 1024 * 1024,
             cancel: CancellationToken::new(),
+            agent: None,
         }
     }
 }
@@ -60,7 +64,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
@@ -147,7 +151,7 @@ async fn not_found(req: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no route for {} {}; try POST /mcp, GET /tools or GET /health",
+            "no route for {} {}; see GET /openapi.json (POST /mcp, /chat, /chat/stream, /agent/run; GET /tools, /health)",
             req.method(),
             req.uri().path()
         ),
@@ -252,10 +256,15 @@ pub fn mcp_service(
 /// The whole HTTP router.
 pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     let opts = Arc::new(opts);
-    axum::Router::new()
+    let mut router = axum::Router::new()
         .route("/tools", get(tools_route))
         .route("/health", get(health_route))
         .with_state(shared.clone())
+        .merge(crate::chat::openapi_routes());
+    if let Some(agent) = &opts.agent {
+        router = router.merge(crate::chat::routes(agent.clone()));
+    }
+    router
         .nest_service("/mcp", mcp_service(shared, &opts))
         .fallback(not_found)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(

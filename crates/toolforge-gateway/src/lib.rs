@@ -4,6 +4,7 @@
 //! It never starts servers itself (the pool does) and never reads the environment (the binary
 //! passes options).
 
+pub mod chat;
 pub mod http;
 pub mod mcp;
 

@@ -72,11 +72,16 @@ struct Observation<'a> {
     is_error: bool,
 }
 
+/// The request being worked on: the latest user turn made of text only (earlier turns of the
+/// conversation come before it; tool results come after it).
 fn task_of(request: &ModelRequest) -> String {
     request
         .messages
         .iter()
-        .find(|m| m.role == Role::User)
+        .rev()
+        .find(|m| {
+            m.role == Role::User && m.content.iter().all(|c| matches!(c, Content::Text { .. }))
+        })
         .map(|m| {
             m.content
                 .iter()

@@ -22,9 +22,14 @@ pub struct PoolConfig {
     pub servers: Vec<ServerConfig>,
     /// Declared overlap groups (`"toolforge": {"overlaps": {...}}`).
     pub overlaps: Vec<(String, Vec<ToolId>)>,
+    /// The `"toolforge"` keys other crates read (`prices`, for the agent), as given.
+    pub settings: serde_json::Map<String, Value>,
     /// Keys that were present but not understood (reported as warnings by the caller).
     pub warnings: Vec<String>,
 }
+
+/// Keys of the top-level `"toolforge"` object.
+pub const TOOLFORGE_KEYS: &[&str] = &["overlaps", "prices"];
 
 /// One server.
 #[derive(Debug, Clone)]
@@ -377,12 +382,15 @@ pub fn parse(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<PoolCo
         .iter()
         .map(|(name, v)| parse_server(name, v, vars, &mut warnings))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut settings = serde_json::Map::new();
     let overlaps = match root.get("toolforge") {
         None => Vec::new(),
         Some(Value::Object(tf)) => {
-            for key in tf.keys() {
-                if key != "overlaps" {
+            for (key, value) in tf {
+                if !TOOLFORGE_KEYS.contains(&key.as_str()) {
                     warnings.push(format!("\"toolforge\": unknown key \"{key}\" ignored"));
+                } else if key != "overlaps" {
+                    settings.insert(key.clone(), value.clone());
                 }
             }
             tf.get("overlaps").map_or(Ok(Vec::new()), parse_overlaps)?
@@ -392,6 +400,7 @@ pub fn parse(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<PoolCo
     Ok(PoolConfig {
         servers,
         overlaps,
+        settings,
         warnings,
     })
 }

@@ -273,8 +273,16 @@ impl Pool {
         }
         // Refresh lists on list_changed, then tell the gateway.
         let weak = Arc::downgrade(&pool);
+        let stop = pool.cancel.clone();
         let refresher = tokio::spawn(async move {
-            while let Some(event) = relay_rx.recv().await {
+            loop {
+                let event = tokio::select! {
+                    () = stop.cancelled() => break,
+                    event = relay_rx.recv() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                };
                 let Some(pool) = weak.upgrade() else { break };
                 if let PoolEvent::ToolsChanged { server }
                 | PoolEvent::ResourcesChanged { server }

@@ -1,6 +1,7 @@
 //! The `toolforge` binary: parses the command line, reads the environment and files once into
 //! typed config (the only place that does), wires the crates together and runs one command.
 
+mod agent;
 mod cmd;
 mod config;
 mod embedder;
@@ -63,6 +64,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(run(cli.command));
+    // Commands flush what they own before returning; a blocking reader still parked on a child's
+    // pipe must not hold the process open.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -1,10 +1,238 @@
-//! `toolforge chat`.
+//! `toolforge chat`: one request through the agent, from the command line.
 
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use toolforge_agent::{RunRequest, RunResult};
+
+use super::serve::NamespaceArg;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "\
+The model is LLM_PROVIDER (mock, the offline default; anthropic; openai). COST_CEILING_USD \
+(default 0.10) caps the spend; traces go to TRACE_SINK (default logs/traces.jsonl).
 
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`toolforge chat` is not available in this build yet")
+Exit status: 0 answered, 2 halted with partial output (cost ceiling, step cap), 1 failed \
+(servers down, model error, bad configuration).")]
+pub struct Args {
+    /// What you want done, in plain words.
+    pub request: String,
+    /// Plan without executing: the model runs and every stage decides, but no tool is called.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the same JSON object `POST /chat` returns.
+    #[arg(long)]
+    pub json: bool,
+    /// Continue a session (the selector's session-recency rule sees its earlier calls).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Servers configuration (default: $MCP_SERVERS_CONFIG, else ./mcp.servers.json).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How tool names are shown to the model.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub namespace: NamespaceArg,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.request.trim().is_empty() {
+        anyhow::bail!(
+            "the request is empty: say what you want done, e.g. toolforge chat \"list the tables\""
+        );
+    }
+    let config = crate::config::load_pool_config(args.config)?;
+    let settings = config.settings.clone();
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    for h in pool.health() {
+        if let Some(err) = &h.last_error {
+            tracing::warn!(server = %h.name, state = ?h.state, "{err}");
+        }
+    }
+    let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into()).await;
+    let agent = match agent {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            pool.shutdown().await;
+            return Err(e);
+        }
+    };
+    let request = RunRequest {
+        message: args.request,
+        session_id: args.session,
+        dry_run: args.dry_run,
+        ..RunRequest::default()
+    };
+    let result = agent.run(request, None).await;
+    agent.traces().flush().await;
+    pool.shutdown().await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", render(&result));
+    }
+    Ok(exit_code(&result))
+}
+
+fn exit_code(result: &RunResult) -> ExitCode {
+    match result.halt_reason.as_deref() {
+        None => ExitCode::SUCCESS,
+        Some("servers_unavailable" | "model_error") => ExitCode::FAILURE,
+        Some(_) => ExitCode::from(2),
+    }
+}
+
+/// The human-readable report: answer, key facts, steps with the rule that chose each server,
+/// and the cost.
+fn render(r: &RunResult) -> String {
+    let mut out = String::new();
+    if let Some(err) = &r.error {
+        let _ = writeln!(out, "error: {err}");
+    }
+    if r.halted {
+        let _ = writeln!(
+            out,
+            "halted: {}",
+            r.halt_reason.as_deref().unwrap_or("unknown")
+        );
+    }
+    if r.dry_run {
+        let _ = writeln!(out, "dry run: no tool was called");
+    }
+    if !r.response.is_empty() {
+        let _ = writeln!(out, "{}", r.response);
+    }
+    if r.key_facts.as_object().is_some_and(|o| !o.is_empty()) {
+        let _ = writeln!(out, "\nkey facts:");
+        if let Some(facts) = r.key_facts.as_object() {
+            for (k, v) in facts {
+                let _ = writeln!(out, "  {k}: {v}");
+            }
+        }
+    }
+    if !r.steps.is_empty() {
+        let _ = writeln!(out, "\nsteps:");
+        for s in &r.steps {
+            let target = match (&s.server, &s.server_tool) {
+                (Some(server), Some(tool)) => format!("{server}/{tool}"),
+                _ => "(no server)".to_owned(),
+            };
+            let outcome = if s.dry_run {
+                "planned"
+            } else if !s.executed {
+                "rejected"
+            } else if s.success {
+                "ok"
+            } else {
+                "failed"
+            };
+            let mut line = format!(
+                "  {}. {} -> {target} [{}] {outcome}",
+                s.step,
+                s.tool,
+                s.selection_rule.as_deref().unwrap_or("-"),
+            );
+            if s.executed {
+                let _ = write!(line, " in {:.0} ms", s.latency_ms);
+            }
+            if !s.alternatives.is_empty() {
+                let _ = write!(line, " (over {})", s.alternatives.join(", "));
+            }
+            if s.corrective_retry {
+                line.push_str(" (corrective retry)");
+            }
+            let _ = writeln!(out, "{line}");
+            if let Some(err) = &s.error {
+                let _ = writeln!(out, "     {}", first_line(err));
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\ncost: ${:.4} of ${:.2} ceiling, {} model call(s), {} tokens in, {} out ({}); session {}",
+        r.cost_usd, r.ceiling_usd, r.model_calls, r.tokens_in, r.tokens_out, r.model, r.session_id
+    );
+    out
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use toolforge_agent::Step;
+
+    fn result() -> RunResult {
+        RunResult {
+            session_id: "s".into(),
+            response: "It is done.".into(),
+            key_facts: json!({"total": 334.0}),
+            steps: vec![Step {
+                step: 1,
+                tool: "sql_query".into(),
+                server: Some("toolkit".into()),
+                server_tool: Some("sql_query".into()),
+                arguments: json!({}),
+                selection_rule: Some("single-candidate".into()),
+                alternatives: vec![],
+                executed: true,
+                dry_run: false,
+                success: true,
+                error: None,
+                corrective_retry: false,
+                latency_ms: 3.2,
+                attempts: 1,
+                retry_reason: None,
+                tokens_in: 10,
+                tokens_out: 2,
+                cost_usd: 0.001,
+                result_summary: String::new(),
+                raw_result: json!({}),
+            }],
+            cost_usd: 0.0021,
+            tokens_in: 20,
+            tokens_out: 4,
+            usage: toolforge_llm::Usage::default(),
+            model_calls: 2,
+            halted: false,
+            halt_reason: None,
+            error: None,
+            dry_run: false,
+            model: "mock".into(),
+            ceiling_usd: 0.1,
+            available_tools: vec![],
+            offered_tools: vec![],
+            broker_rationale: String::new(),
+        }
+    }
+
+    #[test]
+    fn report_names_rule_server_and_cost() {
+        let text = render(&result());
+        assert!(text.starts_with("It is done.\n"), "{text}");
+        assert!(text.contains("  total: 334.0"), "{text}");
+        assert!(
+            text.contains("  1. sql_query -> toolkit/sql_query [single-candidate] ok in 3 ms"),
+            "{text}"
+        );
+        assert!(text.contains("cost: $0.0021 of $0.10 ceiling, 2 model call(s)"));
+    }
+
+    #[test]
+    fn halts_exit_2_and_failures_exit_1() {
+        let mut r = result();
+        assert_eq!(exit_code(&r), ExitCode::SUCCESS);
+        r.halt_reason = Some("cost_ceiling".into());
+        assert_eq!(exit_code(&r), ExitCode::from(2));
+        r.halt_reason = Some("servers_unavailable".into());
+        assert_eq!(exit_code(&r), ExitCode::FAILURE);
+        r.dry_run = true;
+        r.steps[0].dry_run = true;
+        r.steps[0].executed = false;
+        assert!(render(&r).contains("[single-candidate] planned\n"));
+    }
 }

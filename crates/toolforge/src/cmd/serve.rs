@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +52,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = crate::config::load_pool_config(args.config)?;
+    let settings = config.settings.clone();
     let listener = tokio::net::TcpListener::bind((args.host, args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
@@ -60,6 +62,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
     }
     let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
+    let agent = match crate::agent::build(pool.clone(), &settings, args.namespace.into()).await {
+        Ok(agent) => Arc::new(agent),
+        Err(e) => {
+            pool.shutdown().await;
+            return Err(e);
+        }
+    };
     let cancel = CancellationToken::new();
     let mut extra_hosts = args.allow_hosts;
     if !args.host.is_loopback() && !args.host.is_unspecified() {
@@ -70,14 +79,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         stateless: args.stateless,
         max_body_bytes: args.max_body_bytes,
         cancel: cancel.clone(),
+        agent: Some(agent.clone()),
     };
-    eprintln!("toolforge: serving http://{addr}/mcp (also /tools, /health)");
+    eprintln!(
+        "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /openapi.json)"
+    );
     let signal = cancel.clone();
     tokio::spawn(async move {
         crate::config::shutdown_signal().await;
         signal.cancel();
     });
     let served = toolforge_gateway::serve(listener, shared, opts).await;
+    agent.traces().flush().await;
     pool.shutdown().await;
     served.context("HTTP server failed")
 }

@@ -2,6 +2,8 @@
 //! PyPI, driven by the official Python MCP SDK as the client, and the pool's fault handling.
 //! Everything they need is installed by `scripts/setup` under `.tools/`.
 
+mod agent;
+mod cost_report;
 mod faults;
 mod real_servers;
 mod retrieval;
@@ -59,6 +61,12 @@ impl Drop for Served {
 
 impl Served {
     pub async fn start(config: &Value) -> Self {
+        Self::start_with(config, &[]).await
+    }
+
+    /// Like [`Served::start`], with extra environment. The server runs in its temp dir, so its
+    /// trace file is `dir/logs/traces.jsonl`.
+    pub async fn start_with(config: &Value, envs: &[(&str, &str)]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("mcp.servers.json");
@@ -68,6 +76,11 @@ impl Served {
             .args(["serve", "--config"])
             .arg(&cfg)
             .args(["--port", &port.to_string()])
+            .current_dir(dir.path())
+            .env_remove("TRACE_SINK")
+            .env_remove("LLM_PROVIDER")
+            .env_remove("REDIS_URL")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

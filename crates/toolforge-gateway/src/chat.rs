@@ -1,0 +1,351 @@
+//! The agent's HTTP API, beside `/mcp`: `POST /chat`, `POST /chat/stream` (SSE),
+//! `POST /agent/run` and the OpenAPI document at `GET /openapi.json`.
+//!
+//! Every run goes in its own task, so a client that goes away cancels the run cleanly (its
+//! in-flight tool calls get `notifications/cancelled`) instead of dropping it half-traced.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolforge_agent::answer::{AGENT_ANSWER_SCHEMA, AgentAnswer};
+use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult};
+use toolforge_llm::{Content, Message, Role};
+
+use crate::http::ApiError;
+
+/// Largest `message` accepted, in bytes (the body limit bounds the rest).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// One earlier turn of the conversation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+}
+
+/// The body of `POST /chat` and `POST /chat/stream`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatRequest {
+    /// What the user asks for.
+    pub message: String,
+    /// Plan without executing: every stage decides, no tool is called.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Continues a session (session recency for the selector); a new one is made if absent.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Earlier turns, oldest first: the only conversation context a request carries.
+    #[serde(default)]
+    pub messages: Vec<Turn>,
+}
+
+/// The body of `POST /agent/run`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRunRequest {
+    pub task: String,
+    #[serde(default)]
+    pub dry_run: bool,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `Json<T>` whose rejections speak the API's error shape.
+struct Body<T>(T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Self(v)),
+            Err(rejection) => {
+                let status = match &rejection {
+                    JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                    _ => StatusCode::BAD_REQUEST,
+                };
+                let message = match &rejection {
+                    JsonRejection::MissingJsonContentType(_) => {
+                        "send the body as JSON with `Content-Type: application/json`".to_owned()
+                    }
+                    other => format!("invalid request body: {}", other.body_text()),
+                };
+                Err(ApiError::new(status, message))
+            }
+        }
+    }
+}
+
+fn check_message(message: &str, field: &str) -> Result<(), ApiError> {
+    if message.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{field}` must not be empty"),
+        ));
+    }
+    if message.len() > MAX_MESSAGE_BYTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("`{field}` is longer than {MAX_MESSAGE_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+impl ChatRequest {
+    fn into_run(self) -> Result<RunRequest, ApiError> {
+        check_message(&self.message, "message")?;
+        let mut prior = Vec::with_capacity(self.messages.len());
+        for (i, turn) in self.messages.into_iter().enumerate() {
+            let role = match turn.role.as_str() {
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                other => {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("messages[{i}].role is \"{other}\"; use \"user\" or \"assistant\""),
+                    ));
+                }
+            };
+            prior.push(Message {
+                role,
+                content: vec![Content::text(turn.content)],
+            });
+        }
+        Ok(RunRequest {
+            message: self.message,
+            prior,
+            session_id: self.session_id,
+            dry_run: self.dry_run,
+            ..RunRequest::default()
+        })
+    }
+}
+
+/// Runs `request` in its own task; the run is cancelled if the returned guard drops first
+/// (the client went away).
+fn spawn_run(
+    agent: &Arc<Agent>,
+    mut request: RunRequest,
+    events: Option<mpsc::UnboundedSender<RunEvent>>,
+) -> (
+    tokio::task::JoinHandle<RunResult>,
+    tokio_util::sync::DropGuard,
+) {
+    let cancel = CancellationToken::new();
+    request.cancel = Some(cancel.clone());
+    let agent = agent.clone();
+    let handle = tokio::spawn(async move { agent.run(request, events).await });
+    (handle, cancel.drop_guard())
+}
+
+/// The HTTP status a finished run answers with, and the message when it is an error.
+fn failure(result: &RunResult) -> Option<(StatusCode, String)> {
+    let message = || {
+        result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the run failed".to_owned())
+    };
+    match result.halt_reason.as_deref() {
+        Some("servers_unavailable") => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
+        Some("model_error") if result.steps.is_empty() => {
+            Some((StatusCode::BAD_GATEWAY, message()))
+        }
+        _ => None,
+    }
+}
+
+fn failure_response(status: StatusCode, message: &str, result: &RunResult) -> Response {
+    (
+        status,
+        Json(json!({
+            "error": {
+                "status": status.as_u16(),
+                "message": message,
+                "halt_reason": result.halt_reason,
+                "session_id": result.session_id,
+            }
+        })),
+    )
+        .into_response()
+}
+
+async fn join(handle: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, ApiError> {
+    handle.await.map_err(|e| {
+        tracing::error!(error = %e, "agent run task failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the agent run failed unexpectedly; see the server log",
+        )
+    })
+}
+
+async fn chat_route(
+    State(agent): State<Arc<Agent>>,
+    Body(body): Body<ChatRequest>,
+) -> Result<Response, ApiError> {
+    let request = body.into_run()?;
+    let (handle, _guard) = spawn_run(&agent, request, None);
+    let result = join(handle).await?;
+    if let Some((status, message)) = failure(&result) {
+        return Ok(failure_response(status, &message, &result));
+    }
+    Ok(Json(result).into_response())
+}
+
+fn sse_event(name: &str, data: &impl serde::Serialize) -> Event {
+    Event::default()
+        .event(name)
+        .json_data(data)
+        .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()))
+}
+
+async fn chat_stream_route(
+    State(agent): State<Arc<Agent>>,
+    Body(body): Body<ChatRequest>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let request = body.into_run()?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (handle, guard) = spawn_run(&agent, request, Some(tx));
+    let stream = async_stream(move |out| async move {
+        // Keeps the run alive exactly as long as the client reads.
+        let _guard = guard;
+        while let Some(event) = rx.recv().await {
+            let sse = match &event {
+                RunEvent::SessionStart {
+                    session_id,
+                    dry_run,
+                    offered_tools,
+                } => sse_event(
+                    "session.start",
+                    &json!({"session_id": session_id, "dry_run": dry_run, "offered_tools": offered_tools}),
+                ),
+                RunEvent::ToolResult(step) => sse_event("tool.result", step.as_ref()),
+                RunEvent::Final(result) => match failure(result) {
+                    Some((status, message)) => sse_event(
+                        "error",
+                        &json!({
+                            "status": status.as_u16(),
+                            "message": message,
+                            "halt_reason": result.halt_reason,
+                            "session_id": result.session_id,
+                        }),
+                    ),
+                    None => sse_event("final.response", result.as_ref()),
+                },
+            };
+            if out.send(sse).await.is_err() {
+                return;
+            }
+        }
+        if let Err(e) = handle.await {
+            tracing::error!(error = %e, "agent run task failed");
+            let _ = out
+                .send(sse_event(
+                    "error",
+                    &json!({"status": 500, "message": "the agent run failed unexpectedly; see the server log"}),
+                ))
+                .await;
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A stream fed by a producer task through a small channel.
+fn async_stream<F, Fut>(producer: F) -> impl Stream<Item = Result<Event, Infallible>>
+where
+    F: FnOnce(mpsc::Sender<Event>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(producer(tx));
+    futures::StreamExt::map(tokio_stream::wrappers::ReceiverStream::new(rx), Ok)
+}
+
+async fn agent_run_route(
+    State(agent): State<Arc<Agent>>,
+    Body(body): Body<AgentRunRequest>,
+) -> Result<Response, ApiError> {
+    check_message(&body.task, "task")?;
+    let request = RunRequest {
+        message: body.task.clone(),
+        session_id: body.session_id,
+        dry_run: body.dry_run,
+        ..RunRequest::default()
+    };
+    let (handle, _guard) = spawn_run(&agent, request, None);
+    let result = join(handle).await?;
+    if let Some((status, message)) = failure(&result) {
+        return Ok(failure_response(status, &message, &result));
+    }
+    let answer = AgentAnswer::from_run(&body.task, &result);
+    if let Err(e) = answer.validate() {
+        tracing::error!(error = %e, "answer failed its schema");
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        ));
+    }
+    Ok(Json(json!({"result": answer, "available_tools": result.available_tools})).into_response())
+}
+
+/// The OpenAPI document of every HTTP route.
+#[must_use]
+pub fn openapi() -> Value {
+    let mut doc: Value = serde_json::from_str(OPENAPI).unwrap_or_else(|_| json!({}));
+    if let Ok(schema) = serde_json::from_str::<Value>(AGENT_ANSWER_SCHEMA)
+        && let Some(schemas) = doc
+            .pointer_mut("/components/schemas")
+            .and_then(Value::as_object_mut)
+    {
+        let mut schema = schema;
+        if let Some(o) = schema.as_object_mut() {
+            o.remove("$schema");
+            o.remove("$id");
+        }
+        schemas.insert("AgentAnswer".into(), schema);
+    }
+    doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
+    doc
+}
+
+const OPENAPI: &str = include_str!("../openapi.json");
+
+async fn openapi_route() -> Json<Value> {
+    Json(openapi())
+}
+
+/// The agent's routes (state applied), merged into the gateway's router.
+pub fn routes(agent: Arc<Agent>) -> axum::Router {
+    axum::Router::new()
+        .route("/chat", post(chat_route))
+        .route("/chat/stream", post(chat_stream_route))
+        .route("/agent/run", post(agent_run_route))
+        .with_state(agent)
+}
+
+/// `GET /openapi.json`, served with or without the agent.
+pub fn openapi_routes() -> axum::Router {
+    axum::Router::new().route("/openapi.json", get(openapi_route))
+}

@@ -1,0 +1,178 @@
+//! Builds the agent from the environment and the servers configuration: the model provider
+//! (`LLM_PROVIDER`), the cost ceiling, the trace sink, session storage and price overrides.
+//! Shared by `toolforge chat` and `toolforge serve`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use toolforge_agent::{
+    Agent, AgentConfig, DEFAULT_CEILING_USD, MemorySessions, RedisSessions, SessionStore,
+    ToolBackend, TraceSink,
+};
+use toolforge_llm::{MockModel, Model, Price, PriceTable, anthropic, openai};
+
+use crate::config::env;
+
+/// Where traces go unless `TRACE_SINK` says otherwise.
+pub const DEFAULT_TRACE_SINK: &str = "logs/traces.jsonl";
+
+/// The model provider named by `LLM_PROVIDER` (default `mock`), configured from the providers'
+/// usual variables: `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`/`OPENAI_BASE_URL`,
+/// and `LLM_MODEL` for the model id. `LLM_STREAM=1` streams responses from the provider.
+pub fn model_from_env() -> anyhow::Result<Arc<dyn Model>> {
+    let provider = env("LLM_PROVIDER").unwrap_or_else(|| "mock".to_owned());
+    let stream = flag("LLM_STREAM")?;
+    let model: Arc<dyn Model> = match provider.to_ascii_lowercase().as_str() {
+        "mock" => Arc::new(MockModel::new()),
+        "anthropic" | "claude" => {
+            let defaults = anthropic::AnthropicConfig::default();
+            let config = anthropic::AnthropicConfig {
+                api_key: env("ANTHROPIC_API_KEY").unwrap_or_default(),
+                base_url: env("ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url.clone()),
+                model: env("LLM_MODEL")
+                    .or_else(|| env("ANTHROPIC_MODEL"))
+                    .unwrap_or(defaults.model.clone()),
+                stream,
+                ..defaults
+            };
+            Arc::new(anthropic::AnthropicModel::new(config).context("LLM_PROVIDER=anthropic")?)
+        }
+        "openai" | "openai-compatible" => {
+            let defaults = openai::OpenAiConfig::default();
+            let config = openai::OpenAiConfig {
+                api_key: env("OPENAI_API_KEY"),
+                base_url: env("OPENAI_BASE_URL").unwrap_or(defaults.base_url.clone()),
+                model: env("LLM_MODEL")
+                    .or_else(|| env("OPENAI_MODEL"))
+                    .unwrap_or(defaults.model.clone()),
+                stream,
+                ..defaults
+            };
+            Arc::new(openai::OpenAiModel::new(config).context("LLM_PROVIDER=openai")?)
+        }
+        other => bail!(
+            "LLM_PROVIDER is \"{other}\"; use mock (offline, the default), anthropic or openai \
+             (any OpenAI-compatible endpoint via OPENAI_BASE_URL)"
+        ),
+    };
+    Ok(model)
+}
+
+/// A boolean variable: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`; unset is false.
+pub fn flag(name: &str) -> anyhow::Result<bool> {
+    match env(name).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
+        Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
+        Some(v) => bail!("{name} is \"{v}\"; use 1/true/yes/on or 0/false/no/off"),
+    }
+}
+
+fn number<T: std::str::FromStr>(name: &str) -> anyhow::Result<Option<T>> {
+    env(name)
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|_| anyhow::anyhow!("{name} is \"{v}\", which is not a valid number"))
+        })
+        .transpose()
+}
+
+/// Price overrides from the config's `"toolforge": {"prices": {"<model>": {input, output,
+/// cache_write, cache_read}}}` (USD per million tokens).
+pub fn prices(settings: &serde_json::Map<String, serde_json::Value>) -> anyhow::Result<PriceTable> {
+    let Some(value) = settings.get("prices") else {
+        return Ok(PriceTable::default());
+    };
+    let overrides: std::collections::BTreeMap<String, Price> =
+        serde_json::from_value(value.clone()).context(
+            "\"toolforge\".\"prices\" must map model ids to {\"input\", \"output\", \
+             \"cache_write\", \"cache_read\"} in USD per million tokens",
+        )?;
+    for (model, p) in &overrides {
+        let all = [p.input, p.output, p.cache_write, p.cache_read];
+        if all.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            bail!("\"toolforge\".\"prices\".\"{model}\": prices must be finite and not negative");
+        }
+    }
+    Ok(PriceTable::default().with_overrides(overrides))
+}
+
+/// Agent settings from the environment: `COST_CEILING_USD`, `MAX_AGENT_STEPS`,
+/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS`, `TRACE_VERBOSE`.
+pub fn agent_config(
+    settings: &serde_json::Map<String, serde_json::Value>,
+    namespace: toolforge_select::Namespace,
+) -> anyhow::Result<AgentConfig> {
+    let defaults = AgentConfig::default();
+    let ceiling_usd = number::<f64>("COST_CEILING_USD")?.unwrap_or(DEFAULT_CEILING_USD);
+    if !ceiling_usd.is_finite() || ceiling_usd <= 0.0 {
+        bail!("COST_CEILING_USD must be a positive number of dollars, e.g. 0.10");
+    }
+    let max_steps = number::<u32>("MAX_AGENT_STEPS")?.unwrap_or(defaults.max_steps);
+    if max_steps == 0 {
+        bail!("MAX_AGENT_STEPS must be at least 1");
+    }
+    let max_tokens = number::<u32>("AGENT_MAX_TOKENS")?.unwrap_or(defaults.max_tokens);
+    let max_tools = number::<usize>("AGENT_MAX_TOOLS")?.unwrap_or(defaults.max_tools);
+    if max_tokens == 0 || max_tools == 0 {
+        bail!("AGENT_MAX_TOKENS and AGENT_MAX_TOOLS must be at least 1");
+    }
+    Ok(AgentConfig {
+        ceiling_usd,
+        max_steps,
+        max_tokens,
+        max_tools,
+        namespace,
+        trace_verbose: flag("TRACE_VERBOSE")?,
+        prices: prices(settings)?,
+        ..defaults
+    })
+}
+
+/// The trace sink: `TRACE_SINK` (a file path; `off` disables tracing), default
+/// [`DEFAULT_TRACE_SINK`].
+pub async fn trace_sink() -> anyhow::Result<TraceSink> {
+    let target = env("TRACE_SINK").unwrap_or_else(|| DEFAULT_TRACE_SINK.to_owned());
+    if matches!(target.as_str(), "off" | "none") {
+        return Ok(TraceSink::disabled());
+    }
+    let path = PathBuf::from(&target);
+    TraceSink::open(&path)
+        .await
+        .with_context(|| format!("cannot open the trace file {} (TRACE_SINK)", path.display()))
+}
+
+/// Session recency: in Redis when `REDIS_URL` is set (shared by replicas), else in memory.
+pub async fn sessions() -> anyhow::Result<Arc<dyn SessionStore>> {
+    match env("REDIS_URL") {
+        Some(url) => {
+            let store = RedisSessions::connect(&url)
+                .await
+                .with_context(|| "cannot connect to Redis at REDIS_URL for session recency")?;
+            Ok(Arc::new(store))
+        }
+        None => Ok(Arc::new(MemorySessions::default())),
+    }
+}
+
+/// The agent over `backend`.
+pub async fn build(
+    backend: Arc<dyn ToolBackend>,
+    settings: &serde_json::Map<String, serde_json::Value>,
+    namespace: toolforge_select::Namespace,
+) -> anyhow::Result<Agent> {
+    let config = agent_config(settings, namespace)?;
+    let model = model_from_env()?;
+    let sessions = sessions().await?;
+    let traces = trace_sink().await?;
+    tracing::info!(
+        provider = model.provider(),
+        model = model.model(),
+        ceiling_usd = config.ceiling_usd,
+        sessions = sessions.backend(),
+        "agent ready"
+    );
+    Ok(Agent::new(backend, model, sessions, traces, config))
+}
