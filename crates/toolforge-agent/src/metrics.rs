@@ -117,7 +117,7 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// None when Off. Installs a MeterProvider with a periodic reader (interval configurable,
     /// default 60 s; stdout exporter for Stdout; OTLP/HTTP protobuf for Otlp, endpoint default
-    /// http://localhost:4318/v1/metrics, following OTEL_EXPORTER_OTLP_ENDPOINT semantics if
+    /// `http://localhost:4318/v1/metrics`, following `OTEL_EXPORTER_OTLP_ENDPOINT` semantics if
     /// passed).
     ///
     /// A zero `interval` means [`DEFAULT_INTERVAL`]. The provider is not installed as the
@@ -535,7 +535,7 @@ mod tests {
                 let entry = out
                     .entry(metric.name().to_owned())
                     .or_insert_with(|| (metric.unit().to_owned(), Vec::new()));
-                for line in json_lines_of(metric) {
+                for line in points_of(metric) {
                     entry.1.push(line);
                 }
             }
@@ -543,7 +543,7 @@ mod tests {
         out
     }
 
-    fn json_lines_of(metric: &opentelemetry_sdk::metrics::data::Metric) -> Vec<Point> {
+    fn points_of(metric: &opentelemetry_sdk::metrics::data::Metric) -> Vec<Point> {
         let attrs = |kvs: &mut dyn Iterator<Item = &KeyValue>| {
             kvs.map(|kv| (kv.key.to_string(), kv.value.to_string()))
                 .collect::<BTreeMap<_, _>>()

@@ -198,6 +198,7 @@ pub struct Agent {
     traces: TraceSink,
     config: AgentConfig,
     embedder: HashingEmbedder,
+    metrics: Option<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -283,7 +284,21 @@ impl Agent {
             traces,
             config,
             embedder: HashingEmbedder::default(),
+            metrics: None,
         }
+    }
+
+    /// Records every finished run in `metrics` (OpenTelemetry).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Option<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics runs are recorded in, if any.
+    #[must_use]
+    pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.metrics.as_ref()
     }
 
     #[must_use]
@@ -369,6 +384,18 @@ impl Agent {
 
     /// Runs one request to its end. Events go to `events` when given.
     pub async fn run(
+        &self,
+        request: RunRequest,
+        events: Option<mpsc::UnboundedSender<RunEvent>>,
+    ) -> RunResult {
+        let result = self.run_inner(request, events).await;
+        if let Some(m) = &self.metrics {
+            m.record_run(&result);
+        }
+        result
+    }
+
+    async fn run_inner(
         &self,
         request: RunRequest,
         events: Option<mpsc::UnboundedSender<RunEvent>>,

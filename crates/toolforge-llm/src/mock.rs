@@ -437,6 +437,10 @@ static PATH: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NUMBER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|[\s$(])(-?\d+(?:\.\d+)?)\b").expect("static regex"));
+static CURRENCY: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b[A-Z]{3}\b").expect("static regex"));
+static CODE_AFTER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?is)\b(?:python|code)\s*:\s*(.+?)\s*$").expect("static regex"));
 static TIMEZONE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b(?:[A-Z][a-z]+(?:_[A-Z][a-z]+)*/[A-Z][A-Za-z_]+|UTC)\b").expect("static regex")
 });
@@ -449,6 +453,8 @@ struct Evidence<'a> {
     paths: Vec<String>,
     numbers: Vec<f64>,
     owner_repo: Option<(String, String)>,
+    /// Three-letter upper-case codes (`USD`, `EUR`), in order.
+    currencies: Vec<String>,
 }
 
 impl<'a> Evidence<'a> {
@@ -470,8 +476,11 @@ impl<'a> Evidence<'a> {
             .map(|c| c[1].trim_end_matches('.').to_owned())
             .filter(|p| !p.chars().all(|c| c.is_ascii_digit() || c == '.'))
             .collect();
+        // Numbers inside quoted text or code are part of those values, not values of their own.
+        let bare = QUOTED.replace_all(&without_urls, " ");
+        let bare = CODE_AFTER.replace_all(&bare, " ");
         let numbers = NUMBER
-            .captures_iter(&without_urls)
+            .captures_iter(&bare)
             .filter_map(|c| c[1].parse().ok())
             .collect();
         let owner_repo = OWNER_REPO
@@ -483,6 +492,11 @@ impl<'a> Evidence<'a> {
                 let r = REPO_WORD.captures(text)?;
                 Some((o[1].to_owned(), r[1].to_owned()))
             });
+        let currencies = CURRENCY
+            .find_iter(text)
+            .map(|m| m.as_str().to_owned())
+            .filter(|c| !["SQL", "API", "URL", "CSV", "JSON"].contains(&c.as_str()))
+            .collect();
         Self {
             text,
             quoted,
@@ -490,6 +504,7 @@ impl<'a> Evidence<'a> {
             paths,
             numbers,
             owner_repo,
+            currencies,
         }
     }
 }
@@ -528,7 +543,16 @@ fn value_for<'q>(
     required: bool,
 ) -> Option<Value> {
     let lname = name.to_ascii_lowercase();
-    let ty = prop.get("type").and_then(Value::as_str).unwrap_or("string");
+    // `"type": ["integer", "null"]` counts as its first non-null type.
+    let ty = match prop.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(types)) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("string"),
+        _ => "string",
+    };
     if let Some(options) = prop.get("enum").and_then(Value::as_array) {
         let text = ev.text.to_lowercase();
         let named = options
@@ -589,6 +613,14 @@ fn string_for<'q>(
             .find(ev.text)
             .map(|m| m.as_str().to_owned())
             .or_else(|| Some("UTC".to_owned()))
+    } else if let Some(i) = currency_slot(lname) {
+        ev.currencies.get(i).cloned()
+    } else if ["code", "script", "source_code"].contains(&lname) {
+        ev.quoted
+            .iter()
+            .find(|q| q.contains('(') || q.contains('='))
+            .cloned()
+            .or_else(|| CODE_AFTER.captures(ev.text).map(|c| c[1].to_owned()))
     } else if lname == "sql" {
         let upper = ev.text.to_ascii_uppercase();
         upper
@@ -605,6 +637,18 @@ fn string_for<'q>(
             (required || free_text.contains(&lname)).then(|| ev.text.to_owned())
         })
         .map(Value::String)
+}
+
+/// Which currency code of the request a property takes: the first for `base`/`from`, the
+/// second for `target`/`to`.
+fn currency_slot(lname: &str) -> Option<usize> {
+    match lname {
+        "base" | "from" | "from_currency" | "base_currency" | "currency" | "source_currency" => {
+            Some(0)
+        }
+        "target" | "to" | "to_currency" | "target_currency" | "quote" | "quote_currency" => Some(1),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -745,6 +789,27 @@ mod tests {
         assert_eq!(
             args,
             json!({"owner": "anthropics", "repo": "anthropic-sdk-python", "perPage": 5})
+        );
+    }
+
+    #[test]
+    fn currency_codes_nullable_numbers_and_code_are_filled() {
+        let rate = json!({"type":"object","properties":{
+            "base":{"type":"string"},"target":{"type":"string"},
+            "amount":{"type":["number","null"]}},"required":["base","target"]});
+        assert_eq!(
+            fill_arguments(&rate, "Convert 100 USD to EUR"),
+            json!({"base": "USD", "target": "EUR", "amount": 100})
+        );
+        let python = json!({"type":"object","properties":{"code":{"type":"string"},
+            "timeout_seconds":{"type":["integer","null"]}},"required":["code"]});
+        assert_eq!(
+            fill_arguments(&python, "Run this Python: print(sum(range(10)))"),
+            json!({"code": "print(sum(range(10)))"})
+        );
+        assert_eq!(
+            fill_arguments(&python, "evaluate `print(2 ** 10)` in the sandbox"),
+            json!({"code": "print(2 ** 10)"})
         );
     }
 

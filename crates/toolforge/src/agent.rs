@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use toolforge_agent::metrics::{self, Metrics, MetricsExporter};
 use toolforge_agent::{
     Agent, AgentConfig, DEFAULT_CEILING_USD, MemorySessions, RedisSessions, SessionStore,
     ToolBackend, TraceSink,
@@ -157,6 +159,26 @@ pub async fn sessions() -> anyhow::Result<Arc<dyn SessionStore>> {
     }
 }
 
+/// OpenTelemetry metrics per `OTEL_METRICS_EXPORTER` (`stdout` or `otlp`; off by default),
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_METRIC_EXPORT_INTERVAL` (milliseconds).
+pub fn metrics() -> anyhow::Result<Option<Metrics>> {
+    let exporter = MetricsExporter::parse(
+        env("OTEL_METRICS_EXPORTER").as_deref(),
+        env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let interval = number::<u64>("OTEL_METRIC_EXPORT_INTERVAL")?
+        .map_or(metrics::DEFAULT_INTERVAL, Duration::from_millis);
+    Metrics::init(exporter, interval).map_err(anyhow::Error::msg)
+}
+
+/// Flushes and stops `metrics` (the final export blocks, so off the async threads).
+pub async fn shutdown_metrics(agent: &Agent) {
+    if let Some(m) = agent.metrics().cloned() {
+        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+    }
+}
+
 /// The agent over `backend`.
 pub async fn build(
     backend: Arc<dyn ToolBackend>,
@@ -174,5 +196,6 @@ pub async fn build(
         sessions = sessions.backend(),
         "agent ready"
     );
-    Ok(Agent::new(backend, model, sessions, traces, config))
+    let metrics = metrics()?;
+    Ok(Agent::new(backend, model, sessions, traces, config).with_metrics(metrics))
 }

@@ -66,6 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let result = agent.run(request, None).await;
     agent.traces().flush().await;
+    crate::agent::shutdown_metrics(&agent).await;
     pool.shutdown().await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);

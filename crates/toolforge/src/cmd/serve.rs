@@ -91,6 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     });
     let served = toolforge_gateway::serve(listener, shared, opts).await;
     agent.traces().flush().await;
+    crate::agent::shutdown_metrics(&agent).await;
     pool.shutdown().await;
     served.context("HTTP server failed")
 }
