@@ -135,7 +135,7 @@ pub fn health(shared: &Shared) -> Health {
     Health {
         status: if ok { "ok" } else { "degraded" },
         servers,
-        cache: json!({"backend": "none", "note": "the catalog is kept in memory from the live pool"}),
+        cache: shared.pool.cache_status(),
     }
 }
 

@@ -6,10 +6,12 @@
 //! lookup), and rmcp's client types stay inside: callers see the pool, MCP model types and the
 //! catalog.
 
+pub mod cache;
 pub mod config;
 pub mod pool;
 pub mod relay;
 
+pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, PoolConfig, ServerConfig, Transport};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, Pool, PoolOptions, ServerHealth, ServerState,

@@ -38,6 +38,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
+use crate::cache::{self, CachedTools, CatalogCache, Lookup};
 use crate::config::{PoolConfig, ServerConfig, Transport};
 use crate::relay::{CallGuard, ElicitationFallback, PoolEvent, Relay};
 
@@ -56,6 +57,9 @@ pub enum ServerState {
     Restarting,
     Failed,
     Disabled,
+    /// Not connected: its tools come from the catalog cache (a dry run that must not contact
+    /// servers).
+    Cached,
 }
 
 /// One server's health.
@@ -76,6 +80,11 @@ pub struct PoolOptions {
     pub self_command: Option<(String, PathBuf)>,
     /// What to answer a backend's elicitation when no client can (the CLI).
     pub elicitation_fallback: ElicitationFallback,
+    /// Where listed tools are kept between processes (none: only in this pool).
+    pub cache: Option<Arc<CatalogCache>>,
+    /// Do not start servers whose tools are in the cache (a dry run never contacts a server;
+    /// servers missing from the cache are started once to fill it).
+    pub cached_only: bool,
 }
 
 #[derive(Default)]
@@ -86,6 +95,9 @@ struct Lists {
     prompts: Vec<Prompt>,
     capabilities: Option<ServerCapabilities>,
     instructions: Option<String>,
+    /// When `tools` were fetched (ms since the epoch), and whether from the cache.
+    fetched_at_ms: Option<u64>,
+    from_cache: bool,
 }
 
 struct Status {
@@ -100,6 +112,7 @@ struct Upstream {
     status: RwLock<Status>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     lists: RwLock<Lists>,
+    cache: Option<Arc<CatalogCache>>,
     /// Bumped whenever the state changes, so waiters can wake.
     changed: watch::Sender<u64>,
 }
@@ -243,6 +256,7 @@ impl Pool {
                     }),
                     peer: RwLock::new(None),
                     lists: RwLock::new(Lists::default()),
+                    cache: options.cache.clone(),
                     changed: watch::channel(0).0,
                     cfg,
                 })
@@ -255,9 +269,38 @@ impl Pool {
             cancel,
             tasks: parking_lot::Mutex::new(Vec::new()),
         });
+        // Serve what the cache holds at once; live lists replace it as servers answer.
+        let mut cached_servers = std::collections::HashSet::new();
+        if let Some(cache) = &options.cache {
+            let lookups = pool
+                .servers
+                .iter()
+                .filter(|u| !u.cfg.disabled)
+                .map(|u| async move { (u.clone(), cache.lookup(&u.cfg).await) });
+            for (up, found) in futures::future::join_all(lookups).await {
+                let entry = match found {
+                    Lookup::Fresh(e) | Lookup::Stale(e) => e,
+                    Lookup::Miss => continue,
+                };
+                let tools: Vec<McpTool> = entry
+                    .tools
+                    .into_iter()
+                    .filter_map(|t| serde_json::from_value(t).ok())
+                    .collect();
+                let mut lists = up.lists.write();
+                lists.tools = tools;
+                lists.fetched_at_ms = Some(entry.fetched_at_ms);
+                lists.from_cache = true;
+                cached_servers.insert(up.cfg.name.clone());
+            }
+        }
         let mut first = Vec::new();
         for up in &pool.servers {
             if up.cfg.disabled {
+                continue;
+            }
+            if options.cached_only && cached_servers.contains(&up.cfg.name) {
+                up.set_state(ServerState::Cached, None);
                 continue;
             }
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -300,6 +343,24 @@ impl Pool {
             }
         });
         pool.tasks.lock().push(refresher);
+        if let Some(cache) = options.cache.clone() {
+            let weak = Arc::downgrade(&pool);
+            let stop = pool.cancel.clone();
+            let task = tokio::spawn(async move {
+                // One pass at a time, one server at a time: a single refresh per stale list.
+                let every =
+                    (cache.ttl() / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(every) => {}
+                    }
+                    let Some(pool) = weak.upgrade() else { break };
+                    pool.revalidate(&cache).await;
+                }
+            });
+            pool.tasks.lock().push(task);
+        }
         for (up, rx) in first {
             let limit = up.cfg.start_timeout + Duration::from_secs(1);
             if tokio::time::timeout(limit, rx).await.is_err() {
@@ -358,6 +419,65 @@ impl Pool {
         self.servers
             .iter()
             .all(|u| matches!(u.state(), ServerState::Ready | ServerState::Disabled))
+    }
+
+    /// Re-lists the tools of every ready server whose list is older than the cache's TTL.
+    async fn revalidate(&self, cache: &CatalogCache) {
+        for up in &self.servers {
+            let stale = {
+                let lists = up.lists.read();
+                lists.fetched_at_ms.is_some_and(|at| cache.is_stale(at))
+            };
+            if !stale || up.state() != ServerState::Ready {
+                continue;
+            }
+            let peer = up.peer.read().clone();
+            if let Some(peer) = peer {
+                cache.count_refresh();
+                match refresh_lists(up, &peer).await {
+                    Ok(()) => {
+                        let _ = self.events.send(PoolEvent::ToolsChanged {
+                            server: up.cfg.name.clone(),
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %up.cfg.name, "refreshing a stale tool list failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The catalog cache's figures and each server's list age, for `/health`.
+    #[must_use]
+    pub fn cache_status(&self) -> serde_json::Value {
+        let now = cache::now_ms();
+        let servers: serde_json::Map<String, serde_json::Value> = self
+            .servers
+            .iter()
+            .filter(|u| !u.cfg.disabled)
+            .map(|u| {
+                let lists = u.lists.read();
+                let age = lists.fetched_at_ms.map(|at| now.saturating_sub(at) / 1000);
+                (
+                    u.cfg.name.clone(),
+                    serde_json::json!({
+                        "age_seconds": age,
+                        "source": match (lists.fetched_at_ms, lists.from_cache) {
+                            (None, _) => "none",
+                            (Some(_), true) => "cache",
+                            (Some(_), false) => "live",
+                        },
+                    }),
+                )
+            })
+            .collect();
+        let mut status = match self.servers.iter().find_map(|u| u.cache.clone()) {
+            Some(cache) => cache.stats(),
+            None => serde_json::json!({"backend": "none"}),
+        };
+        status["servers"] = serde_json::Value::Object(servers);
+        status
     }
 
     /// The merged catalog of the enabled servers (last known tools of servers that are down).
@@ -857,6 +977,14 @@ async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Result<(), Str
     } else {
         Vec::new()
     };
+    let fetched_at_ms = cache::now_ms();
+    let cached = up.cache.as_ref().map(|_| CachedTools {
+        tools: tools
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect(),
+        fetched_at_ms,
+    });
     *up.lists.write() = Lists {
         tools,
         resources,
@@ -864,7 +992,12 @@ async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Result<(), Str
         prompts,
         capabilities: caps,
         instructions,
+        fetched_at_ms: Some(fetched_at_ms),
+        from_cache: false,
     };
+    if let (Some(cache), Some(entry)) = (&up.cache, cached) {
+        cache.store(&up.cfg, &entry).await;
+    }
     Ok(())
 }
 

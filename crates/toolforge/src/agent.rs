@@ -146,14 +146,26 @@ pub async fn trace_sink() -> anyhow::Result<TraceSink> {
         .with_context(|| format!("cannot open the trace file {} (TRACE_SINK)", path.display()))
 }
 
-/// Session recency: in Redis when `REDIS_URL` is set (shared by replicas), else in memory.
+/// Session recency: in Redis when `REDIS_URL` is set (shared by replicas), else in memory. A
+/// Redis that does not answer at start-up degrades to memory with a warning, never an outage.
 pub async fn sessions() -> anyhow::Result<Arc<dyn SessionStore>> {
     match env("REDIS_URL") {
         Some(url) => {
-            let store = RedisSessions::connect(&url)
-                .await
-                .with_context(|| "cannot connect to Redis at REDIS_URL for session recency")?;
-            Ok(Arc::new(store))
+            let connect =
+                tokio::time::timeout(Duration::from_secs(4), RedisSessions::connect(&url)).await;
+            match connect {
+                Ok(Ok(store)) => Ok(Arc::new(store)),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "Redis at REDIS_URL is unavailable: session recency stays in this process");
+                    Ok(Arc::new(MemorySessions::default()))
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "Redis at REDIS_URL did not answer within 4 s: session recency stays in this process"
+                    );
+                    Ok(Arc::new(MemorySessions::default()))
+                }
+            }
         }
         None => Ok(Arc::new(MemorySessions::default())),
     }

@@ -54,14 +54,71 @@ pub fn load_pool_config(
     Ok(config)
 }
 
-/// Pool options for this process: `toolforge` in a config means this very executable.
-pub fn pool_options() -> toolforge_mcp::PoolOptions {
-    toolforge_mcp::PoolOptions {
+/// Pool options for this process: `toolforge` in a config means this very executable, and the
+/// catalog cache is the one `CATALOG_CACHE_BACKEND` names.
+pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
+    Ok(toolforge_mcp::PoolOptions {
         self_command: std::env::current_exe()
             .ok()
             .map(|exe| ("toolforge".to_owned(), exe)),
+        cache: catalog_cache().await?,
         ..Default::default()
-    }
+    })
+}
+
+/// The catalog cache: `CATALOG_CACHE_BACKEND` = `memory` (default), `sqlite`
+/// (`CATALOG_CACHE_PATH`, default `$XDG_CACHE_HOME/toolforge/catalog.sqlite`), `redis`
+/// (`REDIS_URL`) or `none`; `CATALOG_CACHE_TTL` in seconds (default 86400). A Redis that does
+/// not answer at start-up degrades to the memory cache with a warning.
+pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_mcp::CatalogCache>>>
+{
+    use anyhow::Context as _;
+    use std::sync::Arc;
+    use toolforge_mcp::{CatalogCache, MemoryStore, RedisStore, SqliteStore, cache};
+    let ttl = match env("CATALOG_CACHE_TTL") {
+        Some(v) => {
+            let secs: u64 = v.trim().parse().ok().filter(|s| *s > 0).with_context(|| {
+                format!("CATALOG_CACHE_TTL is \"{v}\"; give a positive number of seconds")
+            })?;
+            std::time::Duration::from_secs(secs)
+        }
+        None => cache::DEFAULT_TTL,
+    };
+    let backend = env("CATALOG_CACHE_BACKEND").unwrap_or_else(|| "memory".to_owned());
+    let store: Arc<dyn cache::CatalogStore> = match backend.to_ascii_lowercase().as_str() {
+        "none" | "off" => return Ok(None),
+        "memory" => Arc::new(MemoryStore::default()),
+        "sqlite" => {
+            let path = env("CATALOG_CACHE_PATH").map_or_else(
+                || {
+                    env("XDG_CACHE_HOME")
+                        .map(std::path::PathBuf::from)
+                        .or_else(|| env("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+                        .unwrap_or_else(|| std::path::PathBuf::from("."))
+                        .join("toolforge")
+                        .join("catalog.sqlite")
+                },
+                std::path::PathBuf::from,
+            );
+            Arc::new(SqliteStore::open(&path).context("CATALOG_CACHE_BACKEND=sqlite")?)
+        }
+        "redis" => {
+            let url = env("REDIS_URL").context(
+                "CATALOG_CACHE_BACKEND=redis needs REDIS_URL (e.g. redis://127.0.0.1:6379/0)",
+            )?;
+            match RedisStore::connect(&url).await {
+                Ok(store) => Arc::new(store),
+                Err(e) => {
+                    tracing::warn!("{e}; using the in-memory catalog cache instead");
+                    Arc::new(MemoryStore::default())
+                }
+            }
+        }
+        other => anyhow::bail!(
+            "CATALOG_CACHE_BACKEND is \"{other}\"; use memory (the default), sqlite, redis or none"
+        ),
+    };
+    Ok(Some(Arc::new(CatalogCache::new(store, ttl))))
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -44,7 +44,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let mut options = crate::config::pool_options().await?;
+    // A dry run never contacts a server whose tools the cache already holds.
+    options.cached_only = args.dry_run;
+    let pool = toolforge_mcp::Pool::start(config, options).await;
     for h in pool.health() {
         if let Some(err) = &h.last_error {
             tracing::warn!(server = %h.name, state = ?h.state, "{err}");

@@ -17,7 +17,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = crate::config::load_pool_config(args.config)?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
     let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,

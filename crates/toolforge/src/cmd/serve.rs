@@ -57,7 +57,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
     for h in pool.health() {
         tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
     }

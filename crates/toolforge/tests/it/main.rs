@@ -3,6 +3,7 @@
 //! Everything they need is installed by `scripts/setup` under `.tools/`.
 
 mod agent;
+mod cache;
 mod cost_report;
 mod faults;
 mod real_servers;
@@ -39,7 +40,7 @@ pub fn npm_server(pkg: &str) -> PathBuf {
     ))
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -80,6 +81,7 @@ impl Served {
             .env_remove("TRACE_SINK")
             .env_remove("LLM_PROVIDER")
             .env_remove("REDIS_URL")
+            .env_remove("CATALOG_CACHE_BACKEND")
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -18,7 +18,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = crate::config::load_pool_config(args.config)?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options()).await;
+    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
     let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
     let rows = toolforge_gateway::tool_rows(&shared);
     let health = pool.health();
