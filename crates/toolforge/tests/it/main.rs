@@ -8,6 +8,7 @@ mod cost_report;
 mod faults;
 mod real_servers;
 mod retrieval;
+mod stateless;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -68,6 +69,11 @@ impl Served {
     /// Like [`Served::start`], with extra environment. The server runs in its temp dir, so its
     /// trace file is `dir/logs/traces.jsonl`.
     pub async fn start_with(config: &Value, envs: &[(&str, &str)]) -> Self {
+        Self::start_full(config, envs, &[]).await
+    }
+
+    /// Like [`Served::start_with`], with extra `toolforge serve` arguments.
+    pub async fn start_full(config: &Value, envs: &[(&str, &str)], args: &[&str]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("mcp.servers.json");
@@ -77,6 +83,7 @@ impl Served {
             .args(["serve", "--config"])
             .arg(&cfg)
             .args(["--port", &port.to_string()])
+            .args(args)
             .current_dir(dir.path())
             .env_remove("TRACE_SINK")
             .env_remove("LLM_PROVIDER")
