@@ -7,7 +7,9 @@
 //! when the presentation renamed it. Resources are routed by URI (the server that lists it, else
 //! the server whose template matches); prompts by name, and a prompt name offered by several
 //! servers goes to the first in configuration order while the others stay reachable as
-//! `server__prompt`. A group call goes to the group's first member whose server is ready.
+//! `server__prompt`. A group call goes where the selector decides (the five rules of DESIGN §2,
+//! with the client's prompt from `_meta["toolforge/prompt"]` and this session's history); the
+//! result's `_meta["toolforge/selection"]` says which server ran it and by which rule.
 
 #![allow(deprecated)]
 
@@ -26,9 +28,23 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use toolforge_mcp::{CallContext, Pool, PoolEvent, ServerState};
+use toolforge_llm::embed::HashingEmbedder;
+use toolforge_mcp::{CallContext, Pool, PoolEvent};
 use toolforge_select::ToolId;
+use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
+
+/// Where a call goes, and the selector's reason.
+struct Routed {
+    id: ToolId,
+    rule: &'static str,
+    alternatives: Vec<String>,
+}
+
+/// The `_meta` key a client puts the user's prompt under, for the selector.
+pub const PROMPT_META_KEY: &str = "toolforge/prompt";
+/// The `_meta` key of a result that says which server ran the call and why.
+pub const SELECTION_META_KEY: &str = "toolforge/selection";
 
 /// A session subscribed to a resource: its id and its peer.
 type Subscriber = (u64, Peer<RoleServer>);
@@ -42,6 +58,7 @@ pub struct Shared {
     /// uri -> sessions (id, peer) subscribed to it.
     subscriptions: Mutex<BTreeMap<String, Vec<Subscriber>>>,
     next_session: std::sync::atomic::AtomicU64,
+    embedder: HashingEmbedder,
 }
 
 impl std::fmt::Debug for Shared {
@@ -62,6 +79,7 @@ impl Shared {
             sessions: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(BTreeMap::new()),
             next_session: std::sync::atomic::AtomicU64::new(1),
+            embedder: HashingEmbedder::default(),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -161,24 +179,51 @@ impl Shared {
             .collect()
     }
 
-    /// Which server and tool a name reaches.
-    fn route_tool(&self, name: &str) -> Option<ToolId> {
+    /// Which server and tool a call reaches, and why: a group call is decided by the selector
+    /// (DESIGN §2) with the prompt the client put in `_meta["toolforge/prompt"]` (rules 1 and 4
+    /// abstain without one) and this session's earlier calls.
+    fn route_tool(
+        &self,
+        name: &str,
+        arguments: &Value,
+        prompt: &str,
+        history: &[ToolId],
+    ) -> Option<Routed> {
         let presentation = self.presentation();
         match presentation.resolve(name)? {
-            Resolved::Direct(id) => Some(id),
+            Resolved::Direct(id) => Some(Routed {
+                id,
+                rule: "single-candidate",
+                alternatives: Vec::new(),
+            }),
             Resolved::Group(group) => {
-                let health = self.pool.health();
-                let ready = |server: &str| {
-                    health
+                let catalog = self.pool.catalog();
+                let embed = |t: &str| self.embedder.embed_one(t);
+                let mut grader = Grader::new(&catalog, &embed);
+                let first = group.members.first()?;
+                let case = Case {
+                    id: String::new(),
+                    prompt: prompt.to_owned(),
+                    tool_call: ToolCall {
+                        server: first.server.clone(),
+                        tool: first.name.clone(),
+                        arguments: arguments.clone(),
+                    },
+                    session: history
                         .iter()
-                        .any(|h| h.name == server && h.state == ServerState::Ready)
+                        .map(|h| SessionCall {
+                            server: h.server.clone(),
+                            tool: h.name.clone(),
+                        })
+                        .collect(),
+                    expected: Expected::default(),
                 };
-                group
-                    .members
-                    .iter()
-                    .find(|m| ready(&m.server))
-                    .or_else(|| group.members.first())
-                    .cloned()
+                let decision = grader.decide(&case)?;
+                Some(Routed {
+                    id: decision.chosen,
+                    rule: decision.rule,
+                    alternatives: decision.alternatives,
+                })
             }
         }
     }
@@ -293,6 +338,8 @@ fn template_matches(template: &str, uri: &str) -> bool {
 pub struct Gateway {
     shared: Arc<Shared>,
     session: u64,
+    /// This session's executed calls, oldest first (the selector's session-recency rule).
+    history: Arc<Mutex<Vec<ToolId>>>,
 }
 
 impl Gateway {
@@ -302,7 +349,11 @@ impl Gateway {
         let session = shared
             .next_session
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Self { shared, session }
+        Self {
+            shared,
+            session,
+            history: Arc::new(Mutex::new(Vec::new())),
+        }
     }
 }
 
@@ -346,18 +397,46 @@ impl ServerHandler for Gateway {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = req.name.to_string();
-        let id = self
+        let arguments = Value::Object(req.arguments.clone().unwrap_or_default());
+        let prompt = ctx
+            .meta
+            .get(PROMPT_META_KEY)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let history = self.history.lock().clone();
+        let routed = self
             .shared
-            .route_tool(&name)
+            .route_tool(&name, &arguments, &prompt, &history)
             .ok_or_else(|| not_found("tool", &name))?;
+        let id = routed.id.clone();
         req.name = id.name.clone().into();
         let call = CallContext {
             caller: Some(ctx.peer.clone()),
             progress: ctx.meta.get_progress_token(),
             cancel: Some(ctx.ct.clone()),
         };
+        let selection = json!({
+            "server": id.server,
+            "tool": id.name,
+            "selection_rule": routed.rule,
+            "alternatives": routed.alternatives,
+        });
         match self.shared.pool.call_tool(&id.server, req, call).await {
-            Ok(outcome) => Ok(CallToolResponse::Complete(outcome.result)),
+            Ok(mut outcome) => {
+                {
+                    let mut history = self.history.lock();
+                    history.push(id);
+                    let excess = history.len().saturating_sub(100);
+                    history.drain(..excess);
+                }
+                outcome
+                    .result
+                    .meta
+                    .get_or_insert_with(Default::default)
+                    .insert(SELECTION_META_KEY.to_owned(), selection);
+                Ok(CallToolResponse::Complete(outcome.result))
+            }
             Err(failure) => match failure.error {
                 toolforge_mcp::CallError::Rpc(e) => Err(e),
                 other => Ok(CallToolResponse::Complete(CallToolResult::error(vec![

@@ -42,7 +42,7 @@ pub struct SessionCall {
 }
 
 /// What the selector should decide.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Expected {
     pub server: String,
     pub tool: String,

@@ -8,6 +8,7 @@ mod cost_report;
 mod faults;
 mod real_servers;
 mod retrieval;
+mod selection;
 mod stateless;
 
 use std::path::{Path, PathBuf};

@@ -11,10 +11,25 @@ async fn rpc(
     method: &str,
     params: Value,
 ) -> (reqwest::header::HeaderMap, Value) {
-    let r = reqwest::Client::new()
+    session_rpc(base, None, id, method, params).await
+}
+
+/// One JSON-RPC request to `/mcp`, in `session` when given; the headers and the parsed answer.
+pub async fn session_rpc(
+    base: &str,
+    session: Option<&str>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> (reqwest::header::HeaderMap, Value) {
+    let mut req = reqwest::Client::new()
         .post(format!("{base}/mcp"))
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let r = req
         .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
         .send()
         .await
@@ -22,10 +37,11 @@ async fn rpc(
     assert_eq!(r.status().as_u16(), 200, "{method}");
     let headers = r.headers().clone();
     let text = r.text().await.unwrap();
-    // A JSON body, or one SSE `data:` line carrying it.
+    // A JSON body, or the first non-empty SSE `data:` line (after the priming event).
     let body = text
         .lines()
-        .find_map(|l| l.strip_prefix("data:"))
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find(|d| !d.trim().is_empty())
         .unwrap_or(&text)
         .trim()
         .to_owned();
