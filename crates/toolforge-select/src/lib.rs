@@ -13,6 +13,8 @@ pub mod overlap;
 pub mod presentation;
 pub mod rank;
 pub mod selector;
+pub mod visibility;
 
 pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
 pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};
+pub use visibility::{Channel, ChannelInput, Channels, Policy, VisibilityError, Visible, resolve};
