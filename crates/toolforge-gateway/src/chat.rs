@@ -20,10 +20,29 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolforge_agent::answer::{AGENT_ANSWER_SCHEMA, AgentAnswer};
-use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult};
+use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult, Visibility};
 use toolforge_llm::{Content, Message, Role};
 
 use crate::http::ApiError;
+use crate::visible::{RequestChannels, VisibilityConfig};
+
+/// What the agent's routes share.
+#[derive(Debug, Clone)]
+struct ChatState {
+    agent: Arc<Agent>,
+    visibility: Arc<VisibilityConfig>,
+}
+
+impl ChatState {
+    /// The request's visibility: the operator's channels narrowed by its query and headers.
+    fn visibility(&self, uri: &axum::http::Uri, headers: &axum::http::HeaderMap) -> Visibility {
+        let config = self.visibility.clone();
+        let request = RequestChannels::from_http(uri, headers);
+        Arc::new(move |catalog: &toolforge_select::Catalog| {
+            config.resolve(catalog, &request).catalog(catalog)
+        })
+    }
+}
 
 /// Largest `message` accepted, in bytes (the body limit bounds the rest).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
@@ -202,11 +221,14 @@ async fn join(handle: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, A
 }
 
 async fn chat_route(
-    State(agent): State<Arc<Agent>>,
+    State(state): State<ChatState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     Body(body): Body<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    let request = body.into_run()?;
-    let (handle, _guard) = spawn_run(&agent, request, None);
+    let mut request = body.into_run()?;
+    request.visibility = Some(state.visibility(&uri, &headers));
+    let (handle, _guard) = spawn_run(&state.agent, request, None);
     let result = join(handle).await?;
     if let Some((status, message)) = failure(&result) {
         return Ok(failure_response(status, &message, &result));
@@ -222,12 +244,15 @@ fn sse_event(name: &str, data: &impl serde::Serialize) -> Event {
 }
 
 async fn chat_stream_route(
-    State(agent): State<Arc<Agent>>,
+    State(state): State<ChatState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     Body(body): Body<ChatRequest>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let request = body.into_run()?;
+    let mut request = body.into_run()?;
+    request.visibility = Some(state.visibility(&uri, &headers));
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (handle, guard) = spawn_run(&agent, request, Some(tx));
+    let (handle, guard) = spawn_run(&state.agent, request, Some(tx));
     let stream = async_stream(move |out| async move {
         // Keeps the run alive exactly as long as the client reads.
         let _guard = guard;
@@ -284,7 +309,9 @@ where
 }
 
 async fn agent_run_route(
-    State(agent): State<Arc<Agent>>,
+    State(state): State<ChatState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     Body(body): Body<AgentRunRequest>,
 ) -> Result<Response, ApiError> {
     check_message(&body.task, "task")?;
@@ -292,9 +319,10 @@ async fn agent_run_route(
         message: body.task.clone(),
         session_id: body.session_id,
         dry_run: body.dry_run,
+        visibility: Some(state.visibility(&uri, &headers)),
         ..RunRequest::default()
     };
-    let (handle, _guard) = spawn_run(&agent, request, None);
+    let (handle, _guard) = spawn_run(&state.agent, request, None);
     let result = join(handle).await?;
     if let Some((status, message)) = failure(&result) {
         return Ok(failure_response(status, &message, &result));
@@ -336,13 +364,14 @@ async fn openapi_route() -> Json<Value> {
     Json(openapi())
 }
 
-/// The agent's routes (state applied), merged into the gateway's router.
-pub fn routes(agent: Arc<Agent>) -> axum::Router {
+/// The agent's routes (state applied), merged into the gateway's router. `visibility` is the
+/// operator's; each request narrows it with its query and `x-mcp-*` headers.
+pub fn routes(agent: Arc<Agent>, visibility: Arc<VisibilityConfig>) -> axum::Router {
     axum::Router::new()
         .route("/chat", post(chat_route))
         .route("/chat/stream", post(chat_stream_route))
         .route("/agent/run", post(agent_run_route))
-        .with_state(agent)
+        .with_state(ChatState { agent, visibility })
 }
 
 /// `GET /openapi.json`, served with or without the agent.

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use toolforge_mcp::{ServerHealth, ServerState};
 
 use crate::mcp::{Gateway, Shared};
+use crate::visible::RequestChannels;
 
 /// HTTP options.
 #[derive(Debug, Clone)]
@@ -97,11 +98,19 @@ pub struct ToolRow {
 /// gateway exposes it under, in presentation order.
 #[must_use]
 pub fn tool_rows(shared: &Shared) -> Vec<ToolRow> {
+    tool_rows_for(shared, &RequestChannels::default())
+}
+
+/// [`tool_rows`] as one request may see them (the operator's visibility narrowed by the
+/// request's query and `x-mcp-*` headers).
+#[must_use]
+pub fn tool_rows_for(shared: &Shared, request: &RequestChannels) -> Vec<ToolRow> {
     let catalog = shared.pool.catalog();
+    let visible = shared.visibility.resolve(&catalog, request);
     let presentation = shared.presentation();
     let mut rows = Vec::new();
     for exposed in presentation.tools() {
-        for member in &exposed.members {
+        for member in exposed.members.iter().filter(|m| visible.allows(m)) {
             if let Some(tool) = catalog.get(member) {
                 rows.push(ToolRow {
                     server: tool.server.clone(),
@@ -139,8 +148,15 @@ pub fn health(shared: &Shared) -> Health {
     }
 }
 
-async fn tools_route(State(shared): State<Arc<Shared>>) -> Json<Vec<ToolRow>> {
-    Json(tool_rows(&shared))
+async fn tools_route(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Json<Vec<ToolRow>> {
+    Json(tool_rows_for(
+        &shared,
+        &RequestChannels::from_http(&uri, &headers),
+    ))
 }
 
 async fn health_route(State(shared): State<Arc<Shared>>) -> Json<Health> {
@@ -262,7 +278,10 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         .with_state(shared.clone())
         .merge(crate::chat::openapi_routes());
     if let Some(agent) = &opts.agent {
-        router = router.merge(crate::chat::routes(agent.clone()));
+        router = router.merge(crate::chat::routes(
+            agent.clone(),
+            shared.visibility.clone(),
+        ));
     }
     router
         .nest_service("/mcp", mcp_service(shared, &opts))

@@ -31,6 +31,8 @@ use serde_json::{Value, json};
 use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Pool, PoolEvent};
 use toolforge_select::ToolId;
+
+use crate::visible::VisibilityConfig;
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
 
@@ -59,6 +61,8 @@ pub struct Shared {
     subscriptions: Mutex<BTreeMap<String, Vec<Subscriber>>>,
     next_session: std::sync::atomic::AtomicU64,
     embedder: HashingEmbedder,
+    /// The operator's visibility (env and CLI); requests narrow it.
+    pub visibility: Arc<VisibilityConfig>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -71,6 +75,16 @@ impl Shared {
     /// Builds the shared state and starts relaying pool events to sessions.
     #[must_use]
     pub fn new(pool: Arc<Pool>, namespace: Namespace) -> Arc<Self> {
+        Self::with_visibility(pool, namespace, VisibilityConfig::default())
+    }
+
+    /// Like [`Shared::new`], with the operator's visibility.
+    #[must_use]
+    pub fn with_visibility(
+        pool: Arc<Pool>,
+        namespace: Namespace,
+        visibility: VisibilityConfig,
+    ) -> Arc<Self> {
         let presentation = Arc::new(Presentation::new(&pool.catalog(), namespace));
         let shared = Arc::new(Self {
             pool,
@@ -80,6 +94,7 @@ impl Shared {
             subscriptions: Mutex::new(BTreeMap::new()),
             next_session: std::sync::atomic::AtomicU64::new(1),
             embedder: HashingEmbedder::default(),
+            visibility: Arc::new(visibility),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -158,10 +173,17 @@ impl Shared {
     /// The tools as MCP definitions, in presentation order.
     #[must_use]
     pub fn tool_list(&self) -> Vec<McpTool> {
+        self.visible_tool_list(&|_| true)
+    }
+
+    /// The tools as MCP definitions, in presentation order, keeping those with a member
+    /// `visible` allows.
+    pub fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<McpTool> {
         let presentation = self.presentation();
         presentation
             .tools()
             .iter()
+            .filter(|exposed| exposed.members.iter().any(visible))
             .filter_map(|exposed| {
                 if let [only] = exposed.members.as_slice()
                     && let Some(mut def) = self.pool.tool_definition(only)
@@ -184,6 +206,7 @@ impl Shared {
     /// abstain without one) and this session's earlier calls.
     fn route_tool(
         &self,
+        catalog: &toolforge_select::Catalog,
         name: &str,
         arguments: &Value,
         prompt: &str,
@@ -191,16 +214,15 @@ impl Shared {
     ) -> Option<Routed> {
         let presentation = self.presentation();
         match presentation.resolve(name)? {
-            Resolved::Direct(id) => Some(Routed {
+            Resolved::Direct(id) => catalog.get(&id).is_some().then_some(Routed {
                 id,
                 rule: "single-candidate",
                 alternatives: Vec::new(),
             }),
             Resolved::Group(group) => {
-                let catalog = self.pool.catalog();
                 let embed = |t: &str| self.embedder.embed_one(t);
-                let mut grader = Grader::new(&catalog, &embed);
-                let first = group.members.first()?;
+                let mut grader = Grader::new(catalog, &embed);
+                let first = group.members.iter().find(|m| catalog.get(m).is_some())?;
                 let case = Case {
                     id: String::new(),
                     prompt: prompt.to_owned(),
@@ -340,6 +362,8 @@ pub struct Gateway {
     session: u64,
     /// This session's executed calls, oldest first (the selector's session-recency rule).
     history: Arc<Mutex<Vec<ToolId>>>,
+    /// The query string of the session's first request (its visibility scope).
+    session_query: crate::visible::SessionScope,
 }
 
 impl Gateway {
@@ -353,7 +377,19 @@ impl Gateway {
             shared,
             session,
             history: Arc::new(Mutex::new(Vec::new())),
+            session_query: Arc::new(Mutex::new(None)),
         }
+    }
+}
+
+impl Gateway {
+    /// What this request may see: the operator's channels narrowed by the session's query and
+    /// this request's headers.
+    fn visible(&self, ctx: &RequestContext<RoleServer>) -> toolforge_select::visibility::Visible {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        self.shared
+            .visibility
+            .resolve(&self.shared.pool.catalog(), &channels)
     }
 }
 
@@ -386,9 +422,12 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         _req: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.shared.tool_list()))
+        let visible = self.visible(&ctx);
+        Ok(ListToolsResult::with_all_items(
+            self.shared.visible_tool_list(&|id| visible.allows(id)),
+        ))
     }
 
     async fn call_tool(
@@ -405,9 +444,10 @@ impl ServerHandler for Gateway {
             .unwrap_or_default()
             .to_owned();
         let history = self.history.lock().clone();
+        let visible = self.visible(&ctx).catalog(&self.shared.pool.catalog());
         let routed = self
             .shared
-            .route_tool(&name, &arguments, &prompt, &history)
+            .route_tool(&visible, &name, &arguments, &prompt, &history)
             .ok_or_else(|| not_found("tool", &name))?;
         let id = routed.id.clone();
         req.name = id.name.clone().into();

@@ -93,3 +93,12 @@ async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
         Command::Client(args) => cmd::client::run(args).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+}

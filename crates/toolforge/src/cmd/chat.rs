@@ -34,6 +34,8 @@ pub struct Args {
     /// How tool names are shown to the model.
     #[arg(long, value_enum, default_value = "auto")]
     pub namespace: NamespaceArg,
+    #[command(flatten)]
+    pub visibility: super::visibility::VisibilityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -42,6 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "the request is empty: say what you want done, e.g. toolforge chat \"list the tables\""
         );
     }
+    let visibility = std::sync::Arc::new(args.visibility.config()?);
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
     let mut options = crate::config::pool_options().await?;
@@ -65,6 +68,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         message: args.request,
         session_id: args.session,
         dry_run: args.dry_run,
+        visibility: Some(std::sync::Arc::new(
+            move |catalog: &toolforge_select::Catalog| {
+                visibility
+                    .resolve(
+                        catalog,
+                        &toolforge_gateway::visible::RequestChannels::default(),
+                    )
+                    .catalog(catalog)
+            },
+        )),
         ..RunRequest::default()
     };
     let result = agent.run(request, None).await;

@@ -13,12 +13,16 @@ pub struct Args {
     /// How tool names are exposed.
     #[arg(long, value_enum, default_value = "auto")]
     pub namespace: super::serve::NamespaceArg,
+    #[command(flatten)]
+    pub visibility: super::visibility::VisibilityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let visibility = args.visibility.config()?;
     let config = crate::config::load_pool_config(args.config)?;
     let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
-    let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
+    let shared =
+        toolforge_gateway::Shared::with_visibility(pool.clone(), args.namespace.into(), visibility);
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),

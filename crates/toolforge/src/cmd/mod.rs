@@ -10,3 +10,4 @@ pub mod select;
 pub mod serve;
 pub mod server;
 pub mod tools;
+pub mod visibility;

@@ -48,9 +48,12 @@ pub struct Args {
     /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    #[command(flatten)]
+    pub visibility: super::visibility::VisibilityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let visibility = args.visibility.config()?;
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
     let listener = tokio::net::TcpListener::bind((args.host, args.port))
@@ -61,7 +64,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for h in pool.health() {
         tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
     }
-    let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
+    let shared =
+        toolforge_gateway::Shared::with_visibility(pool.clone(), args.namespace.into(), visibility);
     let agent = match crate::agent::build(pool.clone(), &settings, args.namespace.into()).await {
         Ok(agent) => Arc::new(agent),
         Err(e) => {

@@ -5,11 +5,13 @@
 mod agent;
 mod cache;
 mod cost_report;
+mod evals;
 mod faults;
 mod real_servers;
 mod retrieval;
 mod selection;
 mod stateless;
+mod visibility;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,6 +3,7 @@
     python mcp_client.py http URL [--call NAME JSON]...
     python mcp_client.py stdio -- COMMAND ARGS... [--call NAME JSON]...   (calls before --)
     --call-timeout SECS: the client gives up on a call after SECS (and cancels it).
+    --header NAME:VALUE: an HTTP header on every request (http mode; repeatable).
 
 Prints one JSON object: {"server": name, "tools": [names], "calls": [{name, is_error, text,
 structured} | {name, error}]}.
@@ -14,10 +15,11 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
 CALL_TIMEOUT = None
+HEADERS = {}
 
 
 def parse(argv):
@@ -28,6 +30,10 @@ def parse(argv):
         if rest[i] == "--call-timeout":
             global CALL_TIMEOUT
             CALL_TIMEOUT = float(rest[i + 1])
+            i += 2
+        elif rest[i] == "--header":
+            name, _, value = rest[i + 1].partition(":")
+            HEADERS[name.strip()] = value.strip()
             i += 2
         elif rest[i] == "--call":
             calls.append((rest[i + 1], json.loads(rest[i + 2])))
@@ -62,8 +68,9 @@ async def session_run(read, write, calls):
 async def main():
     mode, target, calls = parse(sys.argv[1:])
     if mode == "http":
-        async with streamable_http_client(target[0]) as streams:
-            out = await session_run(streams[0], streams[1], calls)
+        async with create_mcp_http_client(headers=HEADERS or None) as http:
+            async with streamable_http_client(target[0], http_client=http) as streams:
+                out = await session_run(streams[0], streams[1], calls)
     else:
         params = StdioServerParameters(command=target[0], args=target[1:])
         async with stdio_client(params) as streams:

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use toolforge_gateway::visible::{Filtered, serve_handler_http, serve_handler_stdio};
 use toolforge_toolkit::{sandbox, seed, server, sql::SqlLimits};
 
 #[derive(Debug, clap::Args)]
@@ -27,6 +28,8 @@ pub struct Args {
     /// Create the sample database at `--db` (or the default path) and exit.
     #[arg(long)]
     pub seed: bool,
+    #[command(flatten)]
+    pub visibility: crate::cmd::visibility::VisibilityArgs,
 }
 
 fn default_db() -> PathBuf {
@@ -38,6 +41,7 @@ fn default_db() -> PathBuf {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let visibility = std::sync::Arc::new(args.visibility.config()?);
     let explicit = args.db.is_some();
     let db_path = args.db.unwrap_or_else(default_db);
     if args.seed {
@@ -77,8 +81,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         rest_timeout: std::time::Duration::from_secs(5),
         resources_dir: args.resources,
     };
+    let handler = Filtered::new(server::Toolkit::new(config), "toolkit", visibility);
     match args.port {
-        None => server::serve_stdio(config).await?,
+        None => serve_handler_stdio(handler).await?,
         Some(port) => {
             let listener = tokio::net::TcpListener::bind((args.host, port))
                 .await
@@ -90,7 +95,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 let _ = tokio::signal::ctrl_c().await;
                 c.cancel();
             });
-            server::serve_http(config, listener, cancel).await?;
+            serve_handler_http(handler, listener, cancel).await?;
         }
     }
     Ok(())

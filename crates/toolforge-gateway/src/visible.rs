@@ -1,0 +1,346 @@
+//! Visibility on every MCP surface: the operator's channels (env and CLI, fixed at start-up)
+//! merged per request with the caller's (the query string of the connection URL and the
+//! `x-mcp-*` headers of each HTTP request) by `toolforge_select::visibility::resolve`.
+//!
+//! [`Filtered`] wraps any rmcp server handler (the built-in toolkit and evals servers) so a
+//! hidden tool is neither listed nor callable; the gateway applies the same config in its own
+//! handler, in `GET /tools` and in the agent's routes.
+
+// The wrapper passes the legacy logging and subscription methods through unchanged.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use toolforge_select::visibility::{Channels, Policy, Visible, resolve};
+use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
+
+/// The operator's side of visibility, fixed at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct VisibilityConfig {
+    /// Env and CLI channels (`Channels::operator`).
+    pub operator: Channels,
+    pub policy: Policy,
+}
+
+/// The query string that fixes one session's visibility (set by its first request).
+pub type SessionScope = Arc<Mutex<Option<Vec<(String, String)>>>>;
+
+/// The caller's side of one request: query pairs of the connection URL and `x-mcp-*` headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestChannels {
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+}
+
+impl RequestChannels {
+    /// From an HTTP request's URI and headers.
+    #[must_use]
+    pub fn from_http(uri: &http::Uri, headers: &http::HeaderMap) -> Self {
+        Self {
+            query: query_pairs(uri),
+            headers: header_pairs(headers),
+        }
+    }
+
+    /// From the HTTP request behind an MCP request (none over stdio).
+    #[must_use]
+    pub fn from_context(ctx: &RequestContext<RoleServer>) -> Self {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .map(|p| Self::from_http(&p.uri, &p.headers))
+            .unwrap_or_default()
+    }
+}
+
+/// The URL-decoded query pairs of `uri`.
+#[must_use]
+pub fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `x-mcp-*` headers (lower-case names); values that are not text are skipped.
+#[must_use]
+pub fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-mcp-"))
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
+}
+
+/// The channels of a request in a session: the session's query (fixed by its first request)
+/// and this request's headers.
+pub fn session_channels(
+    session_query: &Mutex<Option<Vec<(String, String)>>>,
+    ctx: &RequestContext<RoleServer>,
+) -> RequestChannels {
+    let mut request = RequestChannels::from_context(ctx);
+    let mut scope = session_query.lock();
+    match scope.as_ref() {
+        Some(fixed) => request.query.clone_from(fixed),
+        None => *scope = Some(request.query.clone()),
+    }
+    request
+}
+
+impl VisibilityConfig {
+    /// What `request` may see of `catalog`. Warnings (a request channel that did not parse and
+    /// was ignored) are logged.
+    #[must_use]
+    pub fn resolve(&self, catalog: &Catalog, request: &RequestChannels) -> Visible {
+        let mut channels = self.operator.clone();
+        if !request.query.is_empty() {
+            channels = channels.with_query_pairs(&request.query);
+        }
+        if !request.headers.is_empty() {
+            channels = channels.with_header_pairs(&request.headers);
+        }
+        let visible = resolve(catalog, &channels, &self.policy);
+        for w in &visible.warnings {
+            tracing::warn!("visibility: {w}");
+        }
+        visible
+    }
+}
+
+/// Any rmcp server handler, with visibility: hidden tools are not listed and a call to one
+/// answers "unknown tool", exactly as a tool that does not exist. The query string of the
+/// connection's first request fixes the session's scope; headers count per request. A clone
+/// is a new session (the HTTP transport clones the handler once per session).
+pub struct Filtered<H> {
+    inner: H,
+    /// The server's name in catalogs (`server/tool` names in visibility lists).
+    server: String,
+    config: Arc<VisibilityConfig>,
+    session_query: SessionScope,
+}
+
+impl<H: Clone> Clone for Filtered<H> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            server: self.server.clone(),
+            config: self.config.clone(),
+            session_query: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+impl<H> Filtered<H> {
+    /// Wraps `inner`, known as `server` in visibility lists.
+    pub fn new(inner: H, server: impl Into<String>, config: Arc<VisibilityConfig>) -> Self {
+        Self {
+            inner,
+            server: server.into(),
+            config,
+            session_query: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn channels(&self, ctx: &RequestContext<RoleServer>) -> RequestChannels {
+        session_channels(&self.session_query, ctx)
+    }
+}
+
+impl<H: ServerHandler + Clone> Filtered<H> {
+    async fn visible(&self, ctx: &RequestContext<RoleServer>) -> Result<Visible, McpError> {
+        let listed = self.inner.list_tools(None, ctx.clone()).await?;
+        let tools = listed
+            .tools
+            .iter()
+            .filter_map(|t| match serde_json::to_value(t) {
+                Ok(serde_json::Value::Object(def)) => Tool::from_mcp(&self.server, def, &[]).ok(),
+                _ => None,
+            })
+            .collect();
+        let catalog = Catalog::new(
+            vec![ServerEntry {
+                name: self.server.clone(),
+                tags: Vec::new(),
+                aliases: Vec::new(),
+                tools,
+            }],
+            Vec::new(),
+        )
+        .unwrap_or_default();
+        Ok(self.config.resolve(&catalog, &self.channels(ctx)))
+    }
+}
+
+impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
+    fn get_info(&self) -> ServerConfig {
+        self.inner.get_info()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let visible = self.visible(&ctx).await?;
+        let mut listed = self.inner.list_tools(request, ctx).await?;
+        listed
+            .tools
+            .retain(|t| visible.allows(&ToolId::new(&self.server, t.name.as_ref())));
+        Ok(listed)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let visible = self.visible(&ctx).await?;
+        if !visible.allows(&ToolId::new(&self.server, request.name.as_ref())) {
+            return Err(McpError::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        }
+        self.inner.call_tool(request, ctx).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.inner.list_resources(request, ctx).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.inner.list_resource_templates(request, ctx).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.inner.read_resource(request, ctx).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.subscribe(request, ctx).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.unsubscribe(request, ctx).await
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.inner.list_prompts(request, ctx).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.inner.get_prompt(request, ctx).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.inner.complete(request, ctx).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.set_level(request, ctx).await
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.inner.on_initialized(ctx).await;
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        ctx: NotificationContext<RoleServer>,
+    ) {
+        self.inner.on_cancelled(notification, ctx).await;
+    }
+
+    async fn on_roots_list_changed(&self, ctx: NotificationContext<RoleServer>) {
+        self.inner.on_roots_list_changed(ctx).await;
+    }
+}
+
+/// Serves `handler` over stdin/stdout until the client disconnects.
+///
+/// # Errors
+/// The transport fails during initialization.
+pub async fn serve_handler_stdio<H: ServerHandler>(handler: H) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let running = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| anyhow::anyhow!("stdio: {e}"))?;
+    let _ = running.waiting().await;
+    Ok(())
+}
+
+/// Serves `handler` over Streamable HTTP at `/mcp` on `listener` until `cancel` fires (one
+/// clone of the handler per session).
+///
+/// # Errors
+/// The listener fails.
+pub async fn serve_handler_http<H: ServerHandler + Clone>(
+    handler: H,
+    listener: tokio::net::TcpListener,
+    cancel: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+}

@@ -1,0 +1,164 @@
+//! Visibility on every surface, with the official Python SDK as the client: the operator's env
+//! and flags, the connection URL's query and `x-mcp-*` headers on `/mcp`, the same on
+//! `GET /tools`, and the built-in toolkit server wrapped by the same layer over stdio.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::{Served, bin, call, python_client};
+
+fn toolkit() -> Value {
+    json!({"mcpServers": {"toolkit": {"command": "toolforge", "args": ["server", "toolkit", "--stdio"]}}})
+}
+
+fn names(out: &Value) -> BTreeSet<String> {
+    out["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {out}"))
+        .iter()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+async fn tools_route(served: &Served, path: &str, headers: &[(&str, &str)]) -> BTreeSet<String> {
+    let mut req = reqwest::Client::new().get(format!("{}{path}", served.base));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let rows: Value = req.send().await.unwrap().json().await.unwrap();
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["exposed_name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn query_headers_and_operator_denies_on_mcp_and_tools() {
+    // The operator hides run_python (env) and every tool tagged destructive (flag).
+    let served = Served::start_full(
+        &toolkit(),
+        &[("MCP_DISABLED_TOOLS", "run_python")],
+        &["--disabled-tags", "destructive"],
+    )
+    .await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    let all = tools_route(&served, "/tools", &[]).await;
+    assert!(!all.contains("run_python"), "{all:?}");
+    assert!(all.contains("sql_query") && all.contains("rest_exchange_rate"));
+
+    // The connection URL's query fixes the session's scope; the operator's deny still wins.
+    let url = format!("{}?tools=sql_query,run_python,list_resources", served.mcp());
+    let out = python_client(&[
+        "http".into(),
+        url,
+        "--call".into(),
+        "run_python".into(),
+        json!({"code": "print(1)"}).to_string(),
+        "--call".into(),
+        "sql_query".into(),
+        json!({"sql": "SELECT COUNT(*) AS n FROM customers"}).to_string(),
+        "--call".into(),
+        "rest_exchange_rate".into(),
+        json!({"base": "USD", "target": "EUR"}).to_string(),
+    ])
+    .await;
+    assert_eq!(names(&out), set(&["sql_query", "list_resources"]), "{out}");
+    let hidden = call(&out, 0);
+    assert!(
+        hidden["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "a hidden tool is uncallable: {out}"
+    );
+    assert_eq!(call(&out, 1)["is_error"], false, "{out}");
+    assert!(
+        call(&out, 2)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "outside the session's scope: {out}"
+    );
+
+    // Headers, read on each request.
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--header".into(),
+        "x-mcp-enabled-tools: rest_exchange_rate, sql_query".into(),
+        "--header".into(),
+        "x-mcp-disabled-tools: sql_query".into(),
+    ])
+    .await;
+    assert_eq!(names(&out), set(&["rest_exchange_rate"]), "{out}");
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--header".into(),
+        "x-mcp-query: currency exchange rate".into(),
+    ])
+    .await;
+    assert!(names(&out).contains("rest_exchange_rate"), "{out}");
+    assert!(!names(&out).contains("sql_query"), "{out}");
+
+    // GET /tools honours the same channels.
+    assert_eq!(
+        tools_route(&served, "/tools?tools=sql_query", &[]).await,
+        set(&["sql_query"])
+    );
+    let narrowed = tools_route(&served, "/tools", &[("x-mcp-disabled-tools", "sql_query")]).await;
+    assert!(!narrowed.contains("sql_query") && narrowed.contains("list_resources"));
+    // A malformed request channel is ignored (available, never open): the denies still hold.
+    let bad = tools_route(&served, "/tools?tools=%00bad", &[]).await;
+    assert_eq!(bad, all);
+}
+
+#[tokio::test]
+async fn requests_cannot_widen_the_operator_allow_list() {
+    let served =
+        Served::start_full(&toolkit(), &[], &["--tools", "sql_query,list_resources"]).await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    assert_eq!(
+        tools_route(&served, "/tools", &[]).await,
+        set(&["sql_query", "list_resources"])
+    );
+    assert_eq!(
+        tools_route(&served, "/tools?tools=sql_query,run_python", &[]).await,
+        set(&["sql_query"]),
+        "a request narrows, never widens"
+    );
+}
+
+#[tokio::test]
+async fn the_builtin_toolkit_server_is_wrapped_too() {
+    let out = python_client(&[
+        "stdio".into(),
+        "--call".into(),
+        "run_python".into(),
+        json!({"code": "print(1)"}).to_string(),
+        "--".into(),
+        bin().into(),
+        "server".into(),
+        "toolkit".into(),
+        "--stdio".into(),
+        "--disabled-tools".into(),
+        "run_python,rest_exchange_rate".into(),
+    ])
+    .await;
+    let listed = names(&out);
+    assert!(!listed.contains("run_python") && !listed.contains("rest_exchange_rate"));
+    assert!(listed.contains("sql_query"), "{out}");
+    assert!(
+        call(&out, 0)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "{out}"
+    );
+}
