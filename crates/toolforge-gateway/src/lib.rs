@@ -10,7 +10,7 @@ pub mod mcp;
 pub mod visible;
 
 pub use http::{HttpOptions, health, router, serve, tool_rows};
-pub use mcp::{Gateway, Shared};
+pub use mcp::{Gateway, Shared, ToolMode};
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///

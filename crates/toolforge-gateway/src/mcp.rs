@@ -43,6 +43,23 @@ struct Routed {
     alternatives: Vec<String>,
 }
 
+/// How tools are offered to clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolMode {
+    /// Every visible tool is listed.
+    #[default]
+    Direct,
+    /// Progressive discovery: only `search_tools` and `call_tool` are listed, plus the pinned
+    /// tools (exposed names), so a client with hundreds of tools starts from two.
+    Search { pinned: Vec<String> },
+}
+
+/// The search mode's meta-tools.
+pub const SEARCH_TOOLS: &str = "search_tools";
+pub const CALL_TOOL: &str = "call_tool";
+/// Most results `search_tools` returns.
+pub const MAX_SEARCH_RESULTS: usize = 50;
+
 /// The `_meta` key a client puts the user's prompt under, for the selector.
 pub const PROMPT_META_KEY: &str = "toolforge/prompt";
 /// The `_meta` key of a result that says which server ran the call and why.
@@ -63,6 +80,7 @@ pub struct Shared {
     embedder: HashingEmbedder,
     /// The operator's visibility (env and CLI); requests narrow it.
     pub visibility: Arc<VisibilityConfig>,
+    pub tool_mode: ToolMode,
 }
 
 impl std::fmt::Debug for Shared {
@@ -85,6 +103,17 @@ impl Shared {
         namespace: Namespace,
         visibility: VisibilityConfig,
     ) -> Arc<Self> {
+        Self::with_options(pool, namespace, visibility, ToolMode::Direct)
+    }
+
+    /// Like [`Shared::with_visibility`], with a tool mode.
+    #[must_use]
+    pub fn with_options(
+        pool: Arc<Pool>,
+        namespace: Namespace,
+        visibility: VisibilityConfig,
+        tool_mode: ToolMode,
+    ) -> Arc<Self> {
         let presentation = Arc::new(Presentation::new(&pool.catalog(), namespace));
         let shared = Arc::new(Self {
             pool,
@@ -95,6 +124,7 @@ impl Shared {
             next_session: std::sync::atomic::AtomicU64::new(1),
             embedder: HashingEmbedder::default(),
             visibility: Arc::new(visibility),
+            tool_mode,
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -391,46 +421,59 @@ impl Gateway {
             .visibility
             .resolve(&self.shared.pool.catalog(), &channels)
     }
-}
 
-fn not_found(what: &str, name: &str) -> McpError {
-    McpError::invalid_params(format!("unknown {what}: {name}"), None)
-}
-
-impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerConfig {
-        let instructions = self
-            .shared
-            .pool
-            .instructions()
-            .into_iter()
-            .map(|(s, i)| format!("{s}: {i}"))
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let mut info = ServerConfig::new(self.shared.capabilities())
-            .with_server_info(Implementation::new("toolforge", env!("CARGO_PKG_VERSION")));
-        if !instructions.is_empty() {
-            info = info.with_instructions(instructions);
-        }
-        info
-    }
-
-    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.shared.sessions.lock().push(ctx.peer);
-    }
-
-    async fn list_tools(
+    /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
+    /// parameters), best first.
+    fn search_tools(
         &self,
-        _req: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let visible = self.visible(&ctx);
-        Ok(ListToolsResult::with_all_items(
-            self.shared.visible_tool_list(&|id| visible.allows(id)),
-        ))
+        args: &serde_json::Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .filter(|q| !q.trim().is_empty())
+            .ok_or_else(|| McpError::invalid_params("search_tools needs a `query`", None))?;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(10, |n| usize::try_from(n).unwrap_or(MAX_SEARCH_RESULTS))
+            .clamp(1, MAX_SEARCH_RESULTS);
+        let visible = self.visible(ctx);
+        let catalog = self.shared.pool.catalog();
+        let presentation = self.shared.presentation();
+        let offered: Vec<(&toolforge_select::ExposedTool, &toolforge_select::Tool)> = presentation
+            .tools()
+            .iter()
+            .filter_map(|e| {
+                let member = e.members.iter().find(|m| visible.allows(m))?;
+                Some((e, catalog.get(member)?))
+            })
+            .collect();
+        let tools: Vec<&toolforge_select::Tool> = offered.iter().map(|(_, t)| *t).collect();
+        let index = toolforge_select::rank::Bm25Index::from_tools(&tools);
+        let matches: Vec<Value> = index
+            .search(query, limit)
+            .into_iter()
+            .map(|(i, score)| {
+                let (exposed, _) = offered[i];
+                json!({
+                    "name": exposed.name,
+                    "description": exposed.description,
+                    "inputSchema": exposed.input_schema,
+                    "score": (f64::from(score) * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        let body = json!({"query": query, "tools": matches});
+        let mut result = CallToolResult::structured(body.clone());
+        result.content = vec![ContentBlock::text(body.to_string())];
+        Ok(result)
     }
 
-    async fn call_tool(
+    /// Calls an exposed tool (by the name clients see): routed by the selector within what this
+    /// request may see, executed by the pool, the decision added to the result's `_meta`.
+    async fn call_exposed(
         &self,
         mut req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -483,6 +526,120 @@ impl ServerHandler for Gateway {
                     ContentBlock::text(format!("toolforge: {other}")),
                 ]))),
             },
+        }
+    }
+}
+
+/// The search mode's two meta-tools.
+fn search_meta_tools() -> Vec<McpTool> {
+    let defs = [
+        json!({
+            "name": SEARCH_TOOLS,
+            "description": "Search the available tools by what you want to do. Returns the best matches with their names, descriptions and input schemas; call one with call_tool.",
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "What you want to do, in plain words."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS, "default": 10}
+            }, "required": ["query"]},
+            "annotations": {"readOnlyHint": true}
+        }),
+        json!({
+            "name": CALL_TOOL,
+            "description": "Call a tool found with search_tools, by its name, with arguments that match its input schema.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "The tool's name, as search_tools gave it."},
+                "arguments": {"type": "object", "description": "The tool's arguments."}
+            }, "required": ["name"]}
+        }),
+    ];
+    defs.into_iter()
+        .filter_map(|d| serde_json::from_value(d).ok())
+        .collect()
+}
+
+fn not_found(what: &str, name: &str) -> McpError {
+    McpError::invalid_params(format!("unknown {what}: {name}"), None)
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let instructions = self
+            .shared
+            .pool
+            .instructions()
+            .into_iter()
+            .map(|(s, i)| format!("{s}: {i}"))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut info = ServerConfig::new(self.shared.capabilities())
+            .with_server_info(Implementation::new("toolforge", env!("CARGO_PKG_VERSION")));
+        if !instructions.is_empty() {
+            info = info.with_instructions(instructions);
+        }
+        info
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.shared.sessions.lock().push(ctx.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let visible = self.visible(&ctx);
+        let tools = self.shared.visible_tool_list(&|id| visible.allows(id));
+        Ok(ListToolsResult::with_all_items(
+            match &self.shared.tool_mode {
+                ToolMode::Direct => tools,
+                ToolMode::Search { pinned } => {
+                    let mut listed = search_meta_tools();
+                    listed.extend(
+                        tools
+                            .into_iter()
+                            .filter(|t| pinned.iter().any(|p| p == t.name.as_ref())),
+                    );
+                    listed
+                }
+            },
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ToolMode::Search { pinned } = &self.shared.tool_mode else {
+            return self.call_exposed(req, ctx).await;
+        };
+        let args = req.arguments.clone().unwrap_or_default();
+        match req.name.as_ref() {
+            SEARCH_TOOLS => Ok(CallToolResponse::Complete(self.search_tools(&args, &ctx)?)),
+            CALL_TOOL => {
+                let Some(name) = args.get("name").and_then(Value::as_str) else {
+                    return Err(McpError::invalid_params(
+                        "call_tool needs `name` (a tool name from search_tools) and `arguments`",
+                        None,
+                    ));
+                };
+                let arguments = match args.get("arguments") {
+                    None | Some(Value::Null) => serde_json::Map::new(),
+                    Some(Value::Object(m)) => m.clone(),
+                    Some(_) => {
+                        return Err(McpError::invalid_params(
+                            "call_tool: `arguments` must be an object",
+                            None,
+                        ));
+                    }
+                };
+                let mut inner = req;
+                inner.name = name.to_owned().into();
+                inner.arguments = Some(arguments);
+                self.call_exposed(inner, ctx).await
+            }
+            name if pinned.iter().any(|p| p == name) => self.call_exposed(req, ctx).await,
+            name => Err(not_found("tool", name)),
         }
     }
 

@@ -15,14 +15,20 @@ pub struct Args {
     pub namespace: super::serve::NamespaceArg,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
+    #[command(flatten)]
+    pub tool_mode: super::visibility::ToolModeArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let visibility = args.visibility.config()?;
     let config = crate::config::load_pool_config(args.config)?;
     let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
-    let shared =
-        toolforge_gateway::Shared::with_visibility(pool.clone(), args.namespace.into(), visibility);
+    let shared = toolforge_gateway::Shared::with_options(
+        pool.clone(),
+        args.namespace.into(),
+        visibility,
+        args.tool_mode.mode(),
+    );
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),

@@ -50,6 +50,8 @@ pub struct Args {
     pub allow_hosts: Vec<String>,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
+    #[command(flatten)]
+    pub tool_mode: super::visibility::ToolModeArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -64,8 +66,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     for h in pool.health() {
         tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
     }
-    let shared =
-        toolforge_gateway::Shared::with_visibility(pool.clone(), args.namespace.into(), visibility);
+    let shared = toolforge_gateway::Shared::with_options(
+        pool.clone(),
+        args.namespace.into(),
+        visibility,
+        args.tool_mode.mode(),
+    );
     let agent = match crate::agent::build(pool.clone(), &settings, args.namespace.into()).await {
         Ok(agent) => Arc::new(agent),
         Err(e) => {

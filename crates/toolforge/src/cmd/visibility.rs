@@ -54,3 +54,43 @@ impl VisibilityArgs {
         })
     }
 }
+
+/// How tools are offered to MCP clients.
+#[derive(Debug, Clone, Copy, Default, clap::ValueEnum)]
+pub enum ToolModeArg {
+    /// List every visible tool.
+    #[default]
+    Direct,
+    /// List only `search_tools` and `call_tool` (plus `--pin-tools`): progressive discovery.
+    Search,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ToolModeArgs {
+    /// How tools are offered to MCP clients.
+    #[arg(long, value_enum, default_value = "direct")]
+    pub tool_mode: ToolModeArg,
+    /// In search mode, tools listed as well (exposed names, comma-separated).
+    #[arg(long, value_name = "LIST")]
+    pub pin_tools: Option<String>,
+}
+
+impl ToolModeArgs {
+    #[must_use]
+    pub fn mode(&self) -> toolforge_gateway::ToolMode {
+        match self.tool_mode {
+            ToolModeArg::Direct => toolforge_gateway::ToolMode::Direct,
+            ToolModeArg::Search => toolforge_gateway::ToolMode::Search {
+                pinned: self
+                    .pin_tools
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            },
+        }
+    }
+}

@@ -162,3 +162,62 @@ async fn the_builtin_toolkit_server_is_wrapped_too() {
         "{out}"
     );
 }
+
+#[tokio::test]
+async fn search_mode_offers_two_meta_tools_and_the_pinned_ones() {
+    let served = Served::start_full(
+        &toolkit(),
+        &[("MCP_DISABLED_TOOLS", "run_python")],
+        &["--tool-mode", "search", "--pin-tools", "sql_query"],
+    )
+    .await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--call".into(),
+        "search_tools".into(),
+        json!({"query": "currency exchange rate", "limit": 3}).to_string(),
+        "--call".into(),
+        "call_tool".into(),
+        json!({"name": "list_resources", "arguments": {}}).to_string(),
+        "--call".into(),
+        "call_tool".into(),
+        json!({"name": "run_python", "arguments": {"code": "print(1)"}}).to_string(),
+        "--call".into(),
+        "list_resources".into(),
+        json!({}).to_string(),
+    ])
+    .await;
+    assert_eq!(
+        names(&out),
+        set(&["search_tools", "call_tool", "sql_query"]),
+        "{out}"
+    );
+    let found = &call(&out, 0)["structured"]["tools"];
+    assert_eq!(found[0]["name"], "rest_exchange_rate", "{out}");
+    assert!(found.as_array().unwrap().len() <= 3);
+    assert!(
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "run_python"),
+        "search sees only visible tools"
+    );
+    assert_eq!(call(&out, 1)["is_error"], false, "{out}");
+    assert!(
+        call(&out, 2)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "{out}"
+    );
+    assert!(
+        call(&out, 3)["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "only the meta-tools and pinned tools are called directly: {out}"
+    );
+}
