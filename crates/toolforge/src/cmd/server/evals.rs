@@ -14,8 +14,11 @@
 //!   `EMBEDDER_BACKEND` (`hashing`, `local`, `openai`, `voyage`, or `none` to switch those tools
 //!   off); unset, the offline hashing embedder.
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
-use toolforge_evals::{EmbeddingConfig, EvalsConfig, RemoteBackend, config};
+use toolforge_evals::{EmbeddingConfig, EvalsConfig, EvalsServer, RemoteBackend, config};
+use toolforge_gateway::visible::{Filtered, serve_handler_http, serve_handler_stdio};
 
 use crate::config::env;
 use crate::embedder::{self, Backend};
@@ -31,6 +34,8 @@ pub struct Args {
     /// Address to bind with `--port`.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
+    #[command(flatten)]
+    pub visibility: crate::cmd::visibility::VisibilityArgs,
 }
 
 fn list(name: &str) -> Option<Vec<String>> {
@@ -138,10 +143,18 @@ pub fn config_from_env() -> anyhow::Result<EvalsConfig> {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let visibility = Arc::new(args.visibility.config()?);
     let config = config_from_env()?;
     tracing::info!(embedding = ?config.embedding, "evals embedding backend");
-    match args.port {
-        None => toolforge_evals::serve_stdio(&config).await?,
+    let server = EvalsServer::new(&config)?;
+    // Start-up discovery: logs unreachable servers; never blocks or fails serving.
+    let probe = {
+        let composite = Arc::clone(server.tools().composite());
+        tokio::spawn(async move { composite.probe().await })
+    };
+    let handler = Filtered::new(server, "evals", visibility);
+    let served: anyhow::Result<()> = match args.port {
+        None => serve_handler_stdio(handler).await,
         Some(port) => {
             let listener = tokio::net::TcpListener::bind((args.host, port))
                 .await
@@ -153,8 +166,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 crate::config::shutdown_signal().await;
                 c.cancel();
             });
-            toolforge_evals::serve_http(&config, listener, cancel).await?;
+            serve_handler_http(handler, listener, cancel)
+                .await
+                .map_err(anyhow::Error::from)
         }
-    }
-    Ok(())
+    };
+    probe.abort();
+    served
 }
