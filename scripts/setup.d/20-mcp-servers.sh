@@ -8,6 +8,7 @@ NPM_PKGS=(
   "@modelcontextprotocol/server-filesystem@2026.8.31"
   "@modelcontextprotocol/server-everything@2026.8.31"
   "@modelcontextprotocol/server-memory@2026.8.31"
+  "@modelcontextprotocol/inspector-cli@1.0.3" # a client: the Inspector CLI (tests/it/inspector.rs)
 )
 PY_PKGS=("mcp==2.3.0" "mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19")
 
