@@ -1,33 +1,108 @@
 //! The broker (seed 004): a tool registry plus rules that decide, per intent, which tools a
 //! request sees, pruned to a token budget, with a rationale naming the rules that fired.
 //!
+//! Also: per-tool hints and the "## Tool Overrides" block ([`hints`]), and progressive
+//! discovery through the `request_tools` meta-tool ([`discovery`]). [`LocalBroker`] keeps each
+//! rule's matches precomputed (module `registry`), so a selection over 10,000 tools takes well
+//! under a millisecond.
+//!
 //! Decision on Q4-1 (the seed's quick start vs "exclusions always win"): deny always wins. An
 //! exclude rule that applies to the intent removes a tool whatever its priority; priority only
 //! orders included tools. See `docs/broker.md`.
 
 pub mod budget;
+pub mod discovery;
+pub mod hints;
 pub mod intent;
 pub mod pattern;
+mod registry;
 pub mod rules;
 
+use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use serde_json::{Value, json};
 
 pub use budget::{
     DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_TOKEN_BUDGET_PCT, estimate_tokens, prune_to_budget,
 };
+pub use discovery::{
+    DEFAULT_MAX_RESULTS, FoundTool, MAX_RESULTS_LIMIT, MIN_KEYWORD_SCORE, MatchedBy, REQUEST_TOOLS,
+    RequestTools, RequestToolsAnswer, RequestToolsError, find_by_names, intent_keywords,
+    request_tools_schema, score_by_intent, score_by_keywords, tokenize_intent,
+};
+pub use hints::{
+    EnrichError, Enricher, Hints, NopEnricher, OVERRIDE_HEADING, compose_override_block,
+    override_block,
+};
 pub use rules::{Action, Match, Rule, Rules, RulesError};
 
 use crate::catalog::Tool;
+use crate::rank::Bm25Index;
+use registry::{Registry, ToolSet};
 
-/// One selected tool.
+/// One selected tool. Cheap to clone: the tool is shared with the registry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SelectedTool {
     /// The tool.
-    pub tool: Tool,
-    /// True when only a `summarize` rule brought it in.
+    pub tool: Arc<Tool>,
+    /// True when only a `summarize` rule brought it in: send [`SelectedTool::summary`] instead
+    /// of the full definition; the override block tells the model to use `request_tools`.
     pub summarized: bool,
+}
+
+impl SelectedTool {
+    /// The short form of the tool (what a summarized tool is sent as).
+    pub fn summary(&self) -> ToolSummary {
+        ToolSummary::of(&self.tool)
+    }
+}
+
+/// The short form of a tool (the seed's `ToolSummary`): server, name and the first sentence of
+/// the description, no input schema. `summarize` rules exist to send this instead of the full
+/// definition; the model gets the full one through `request_tools`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    /// The server.
+    pub server: String,
+    /// The tool name.
+    pub name: String,
+    /// The description up to its first sentence end (`.`, `!` or `?` then a space) or line
+    /// break, trimmed.
+    pub description: String,
+}
+
+impl ToolSummary {
+    /// The summary of `tool`.
+    pub fn of(tool: &Tool) -> Self {
+        let d = tool.description.trim();
+        let mut end = d.find('\n').unwrap_or(d.len());
+        for (i, c) in d.char_indices() {
+            if i >= end {
+                break;
+            }
+            let next = d[i + c.len_utf8()..].chars().next();
+            if matches!(c, '.' | '!' | '?') && next.is_some_and(char::is_whitespace) {
+                end = i + c.len_utf8();
+                break;
+            }
+        }
+        Self {
+            server: tool.server.clone(),
+            name: tool.name.clone(),
+            description: d[..end].trim().to_owned(),
+        }
+    }
+
+    /// An MCP `Tool` object for the summary: name, description and an open object schema.
+    pub fn definition(&self) -> Value {
+        json!({
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": {"type": "object"}
+        })
+    }
 }
 
 /// What a selection returns.
@@ -41,137 +116,294 @@ pub struct SelectResult {
     pub total: usize,
     /// Which rules fired and what the budget dropped.
     pub rationale: Vec<String>,
-    /// Markdown "## Tool Overrides" block (empty when there is nothing to say).
+    /// Markdown "## Tool Overrides" block: hints of the selected tools and the summarized
+    /// ones (see [`hints`]). Empty when there is nothing to say.
     pub override_block: String,
+    /// Set when the enricher failed: the override block is then empty and the rationale says
+    /// so. Selection itself still succeeded (the seed logs and swallows this; this crate does
+    /// not log, so the caller decides).
+    pub override_error: Option<EnrichError>,
 }
 
-/// Thread-safe broker: registration, rule reload and selection may run concurrently.
-#[derive(Debug, Default)]
+/// Thread-safe broker: registration, rule reload and selection may run concurrently. A
+/// selection holds the lock only to take the current snapshot and then runs unlocked; writers
+/// update a copy when a selection still holds the old snapshot (copy on write).
+#[derive(Default)]
 pub struct LocalBroker {
-    tools: RwLock<Vec<Tool>>,
-    rules: RwLock<Arc<Rules>>,
+    registry: RwLock<Arc<Registry>>,
+    enricher: Option<Arc<dyn Enricher>>,
+}
+
+impl fmt::Debug for LocalBroker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let registry = self.snapshot();
+        f.debug_struct("LocalBroker")
+            .field("tools", &registry.tools.len())
+            .field("rules", &registry.rules.rules.len())
+            .field("enricher", &self.enricher.is_some())
+            .finish()
+    }
 }
 
 impl LocalBroker {
     /// A broker with `rules` and no tools.
     pub fn new(rules: Rules) -> Self {
         Self {
-            tools: RwLock::default(),
-            rules: RwLock::new(Arc::new(rules)),
+            registry: RwLock::new(Arc::new(Registry::new(rules))),
+            enricher: None,
         }
     }
 
-    /// Adds or replaces (same server and name) tools.
-    pub fn register(&self, tools: impl IntoIterator<Item = Tool>) {
-        let mut reg = self.tools.write();
-        for t in tools {
-            match reg
-                .iter_mut()
-                .find(|r| r.server == t.server && r.name == t.name)
-            {
-                Some(slot) => *slot = t,
-                None => reg.push(t),
-            }
-        }
+    /// Uses `enricher` for the hints of the override block (the seed's `WithEnricher`).
+    #[must_use]
+    pub fn with_enricher(mut self, enricher: Arc<dyn Enricher>) -> Self {
+        self.enricher = Some(enricher);
+        self
+    }
+
+    /// Adds or replaces (same server and name, in place) tools.
+    pub fn register(&self, tools: impl IntoIterator<Item = impl Into<Arc<Tool>>>) {
+        let mut guard = self.registry.write();
+        Arc::make_mut(&mut guard).register(tools.into_iter().map(Into::into));
     }
 
     /// Replaces the rule set atomically.
     pub fn reload_rules(&self, rules: Rules) {
-        *self.rules.write() = Arc::new(rules);
+        let mut guard = self.registry.write();
+        Arc::make_mut(&mut guard).set_rules(rules);
     }
 
-    /// Selects tools for `intent` within `budget` estimated tokens.
+    /// Every registered tool, in registration order.
+    pub fn all_tools(&self) -> Vec<Arc<Tool>> {
+        self.snapshot().tools.clone()
+    }
+
+    /// The current rule set.
+    pub fn rules(&self) -> Arc<Rules> {
+        Arc::clone(&self.snapshot().rules)
+    }
+
+    /// Selects tools for `intent` within `budget` estimated tokens (`u32::MAX`: no budget).
     pub fn select(&self, intent: &str, budget: u32) -> SelectResult {
-        let rules = Arc::clone(&self.rules.read());
-        let tools = self.tools.read();
-        select(&tools, &rules, intent, budget)
+        let r = self.snapshot();
+        select_sets(
+            &r.tools,
+            &r.rules,
+            &r.sets,
+            intent,
+            budget,
+            |i| r.tokens[i],
+            self.enricher.as_deref().unwrap_or(&NopEnricher),
+        )
+    }
+
+    /// Answers a `request_tools` call made during a turn routed to `turn_intent`: tools
+    /// excluded by a rule applying to `turn_intent` are withheld. See [`discovery`].
+    pub fn request_tools(
+        &self,
+        turn_intent: &str,
+        arguments: &Value,
+    ) -> Result<RequestToolsAnswer, RequestToolsError> {
+        let request = RequestTools::from_arguments(arguments)?;
+        let r = self.snapshot();
+        let applicable = applicable_rules(&r.rules, turn_intent);
+        let denied = excluded(&r.rules, &r.sets, &applicable, r.tools.len());
+        Ok(discovery::answer(
+            &r.tools,
+            |i| contains(&denied, i),
+            r.bm25(),
+            &request,
+        ))
+    }
+
+    fn snapshot(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry.read())
     }
 }
 
-/// The pure selection function behind [`LocalBroker::select`].
+/// The pure selection function behind [`LocalBroker::select`] (without an enricher: the
+/// override block only lists summarized tools; see [`override_block`] to add hints).
 ///
 /// Applicable rules (intent glob matches) are taken in priority order (ties: file order). A tool
 /// matched by any applicable exclude is dropped. If any include/summarize rule applies, only
 /// tools they match are kept, ordered by the highest-priority rule matching them, then registry
 /// order; otherwise every non-excluded tool is kept in registry order. Then budget pruning.
-pub fn select(tools: &[Tool], rules: &Rules, intent: &str, budget: u32) -> SelectResult {
-    let mut applicable: Vec<(usize, &Rule)> = rules
+///
+/// This matches every tool against every applicable rule on each call; [`LocalBroker`] keeps
+/// those matches precomputed and is the fast path.
+pub fn select(tools: &[Arc<Tool>], rules: &Rules, intent: &str, budget: u32) -> SelectResult {
+    let applicable = applicable_rules(rules, intent);
+    let mut sets = vec![ToolSet::default(); rules.rules.len()];
+    for &ri in &applicable {
+        sets[ri] = ToolSet::of_rule(&rules.rules[ri], tools);
+    }
+    select_sets(
+        tools,
+        rules,
+        &sets,
+        intent,
+        budget,
+        |i| estimate_tokens(&tools[i]),
+        &NopEnricher,
+    )
+}
+
+/// Answers a `request_tools` call (`arguments` as the model sent them) from `tools`, withholding
+/// tools excluded by a rule that applies to `turn_intent`. Builds a BM25 index per call;
+/// [`LocalBroker::request_tools`] caches it.
+pub fn answer_request_tools(
+    tools: &[Arc<Tool>],
+    rules: &Rules,
+    turn_intent: &str,
+    arguments: &Value,
+) -> Result<RequestToolsAnswer, RequestToolsError> {
+    let request = RequestTools::from_arguments(arguments)?;
+    let applicable = applicable_rules(rules, turn_intent);
+    let mut sets = vec![ToolSet::default(); rules.rules.len()];
+    for &ri in &applicable {
+        if rules.rules[ri].action == Action::Exclude {
+            sets[ri] = ToolSet::of_rule(&rules.rules[ri], tools);
+        }
+    }
+    let denied = excluded(rules, &sets, &applicable, tools.len());
+    let refs: Vec<&Tool> = tools.iter().map(|t| &**t).collect();
+    Ok(discovery::answer(
+        tools,
+        |i| contains(&denied, i),
+        &Bm25Index::from_tools(&refs),
+        &request,
+    ))
+}
+
+/// Indexes of the rules applying to `intent`, by priority (high first), ties in file order.
+fn applicable_rules(rules: &Rules, intent: &str) -> Vec<usize> {
+    let mut applicable: Vec<usize> = rules
         .rules
         .iter()
         .enumerate()
         .filter(|(_, r)| r.applies_to(intent))
+        .map(|(i, _)| i)
         .collect();
-    applicable.sort_by_key(|(i, r)| (std::cmp::Reverse(r.priority), *i));
-    let has_include = applicable.iter().any(|(_, r)| r.action != Action::Exclude);
-    let mut fired: Vec<(&str, usize)> = applicable
-        .iter()
-        .map(|(_, r)| (r.name.as_str(), 0))
-        .collect();
-    let mut picked: Vec<(usize, usize, SelectedTool)> = Vec::new();
-    for (ti, tool) in tools.iter().enumerate() {
-        let mut first_include = None;
-        let mut excluded = false;
-        for (ri, (_, rule)) in applicable.iter().enumerate() {
-            if !rule.matches_tool(tool) {
-                continue;
+    applicable.sort_by_key(|&i| (std::cmp::Reverse(rules.rules[i].priority), i));
+    applicable
+}
+
+/// The union of the applicable exclude rules' sets, as a bitset over `n` tools.
+fn excluded(rules: &Rules, sets: &[ToolSet], applicable: &[usize], n: usize) -> Vec<u64> {
+    let mut words = vec![0u64; n.div_ceil(64)];
+    for &ri in applicable {
+        if rules.rules[ri].action == Action::Exclude {
+            for (w, word) in words.iter_mut().enumerate() {
+                *word |= sets[ri].word(w);
             }
-            fired[ri].1 += 1;
-            match rule.action {
-                Action::Exclude => excluded = true,
-                _ if first_include.is_none() => first_include = Some((ri, rule.action)),
-                _ => {}
-            }
-        }
-        if excluded {
-            continue;
-        }
-        match first_include {
-            Some((ri, action)) => picked.push((
-                ri,
-                ti,
-                SelectedTool {
-                    tool: tool.clone(),
-                    summarized: action == Action::Summarize,
-                },
-            )),
-            None if !has_include => picked.push((
-                0,
-                ti,
-                SelectedTool {
-                    tool: tool.clone(),
-                    summarized: false,
-                },
-            )),
-            None => {}
         }
     }
-    picked.sort_by_key(|(ri, ti, _)| (*ri, *ti));
-    let mut selected: Vec<SelectedTool> = picked.into_iter().map(|(_, _, s)| s).collect();
+    words
+}
+
+fn contains(words: &[u64], i: usize) -> bool {
+    words.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+}
+
+/// Selection over precomputed per-rule tool sets (`sets[i]` = tools rule `i` matches; rules
+/// that do not apply may hold an empty set). `tokens(i)` is tool `i`'s estimate.
+///
+/// Equivalent to visiting each tool and each applicable rule, but word-parallel: the excluded
+/// tools are the OR of the applicable excludes; then each applicable include/summarize rule, in
+/// priority order, claims the tools of its set not yet claimed or excluded, in index order. So
+/// tools come out ordered by (first including rule, registry index), exactly as specified.
+fn select_sets(
+    tools: &[Arc<Tool>],
+    rules: &Rules,
+    sets: &[ToolSet],
+    intent: &str,
+    budget: u32,
+    tokens: impl Fn(usize) -> u32,
+    enricher: &dyn Enricher,
+) -> SelectResult {
+    let applicable = applicable_rules(rules, intent);
+    let n = tools.len();
+    let mut claimed = excluded(rules, sets, &applicable, n);
+    let mut picked: Vec<(usize, bool)> = Vec::new();
+    let mut push_bits = |base: usize, mut bits: u64, summarized: bool| {
+        while bits != 0 {
+            picked.push((base + bits.trailing_zeros() as usize, summarized));
+            bits &= bits - 1;
+        }
+    };
+    let includes: Vec<usize> = applicable
+        .iter()
+        .copied()
+        .filter(|&ri| rules.rules[ri].action != Action::Exclude)
+        .collect();
+    if includes.is_empty() {
+        for (w, &taken) in claimed.iter().enumerate() {
+            let valid = if (w + 1) * 64 <= n {
+                u64::MAX
+            } else {
+                (1u64 << (n % 64)) - 1
+            };
+            push_bits(w * 64, !taken & valid, false);
+        }
+    } else {
+        for &ri in &includes {
+            let summarized = rules.rules[ri].action == Action::Summarize;
+            for (w, taken) in claimed.iter_mut().enumerate() {
+                let new = sets[ri].word(w) & !*taken;
+                *taken |= new;
+                push_bits(w * 64, new, summarized);
+            }
+        }
+    }
     let mut rationale: Vec<String> = applicable
         .iter()
-        .zip(&fired)
-        .filter(|(_, (_, n))| *n > 0)
-        .map(|((_, r), (_, n))| {
+        .map(|&ri| (&rules.rules[ri], sets[ri].len()))
+        .filter(|(_, count)| *count > 0)
+        .map(|(r, count)| {
             format!(
-                "rule {:?} ({:?}, priority {}) matched {n} tool(s)",
+                "rule {:?} ({:?}, priority {}) matched {count} tool(s)",
                 r.name, r.action, r.priority
             )
         })
         .collect();
-    let before = selected.len();
-    prune_to_budget(&mut selected, budget, |s| &s.tool);
-    if selected.len() < before {
-        rationale.push(format!(
-            "budget of {budget} tokens dropped {} tool(s) from the end",
-            before - selected.len()
-        ));
+    if budget != u32::MAX {
+        let mut used: u64 = 0;
+        let keep = picked
+            .iter()
+            .take_while(|(i, _)| {
+                used += u64::from(tokens(*i));
+                used <= u64::from(budget)
+            })
+            .count();
+        if keep < picked.len() {
+            rationale.push(format!(
+                "budget of {budget} tokens dropped {} tool(s) from the end",
+                picked.len() - keep
+            ));
+            picked.truncate(keep);
+        }
     }
+    let selected: Vec<SelectedTool> = picked
+        .into_iter()
+        .map(|(i, summarized)| SelectedTool {
+            tool: Arc::clone(&tools[i]),
+            summarized,
+        })
+        .collect();
+    let (override_block, override_error) = match override_block(&selected, enricher) {
+        Ok(block) => (block, None),
+        Err(e) => {
+            rationale.push(format!("override block omitted: {e}"));
+            (String::new(), Some(e))
+        }
+    };
     SelectResult {
         count: selected.len(),
-        total: tools.len(),
+        total: n,
         tools: selected,
         rationale,
-        override_block: String::new(),
+        override_block,
+        override_error,
     }
 }
 

@@ -142,6 +142,41 @@ pub fn matches(pattern: &str, name: &str) -> Result<bool, PatternError> {
         .is_some_and(|prefix| name.starts_with(prefix)))
 }
 
+/// A validated pattern sorted once into the shape [`matches`] would find on every call, for
+/// matching one pattern against many names (building a rule's tool set).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Compiled<'a> {
+    /// No metacharacter: equality.
+    Literal(&'a str),
+    /// `prefix*` with a plain prefix: starts-with.
+    Prefix(&'a str),
+    /// Anything else: the general matcher.
+    Glob(&'a str),
+}
+
+impl<'a> Compiled<'a> {
+    /// Sorts `pattern` (validated at rule load).
+    pub(crate) fn new(pattern: &'a str) -> Self {
+        let meta = |c: char| matches!(c, '*' | '?' | '[' | '\\');
+        if !pattern.contains(meta) {
+            return Self::Literal(pattern);
+        }
+        match pattern.strip_suffix('*') {
+            Some(prefix) if !prefix.contains(meta) => Self::Prefix(prefix),
+            _ => Self::Glob(pattern),
+        }
+    }
+
+    /// Same answer as [`matches`] (a malformed pattern matches nothing).
+    pub(crate) fn matches(&self, name: &str) -> bool {
+        match *self {
+            Self::Literal(p) => p == name,
+            Self::Prefix(p) => name.starts_with(p),
+            Self::Glob(p) => matches(p, name).unwrap_or(false),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +234,7 @@ mod tests {
             let general = path_match(&pattern, &name).unwrap()
                 || pattern.strip_suffix('*').is_some_and(|p| name.starts_with(p));
             proptest::prop_assert_eq!(matches(&pattern, &name).unwrap(), general);
+            proptest::prop_assert_eq!(Compiled::new(&pattern).matches(&name), general);
         }
     }
 }

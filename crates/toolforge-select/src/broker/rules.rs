@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::pattern::{self, PatternError};
+use super::pattern::{self, Compiled, PatternError};
 use crate::catalog::Tool;
 
 /// What a rule does to the tools it matches.
@@ -151,5 +151,17 @@ impl Rule {
         any(&m.tools, &tool.name)
             || any(&m.servers, &tool.server)
             || m.tags.iter().any(|t| tool.tags.contains(t))
+    }
+
+    /// [`Rule::matches_tool`] with the patterns sorted once, for matching many tools.
+    pub(crate) fn tool_matcher(&self) -> impl Fn(&Tool) -> bool + '_ {
+        let m = &self.matcher;
+        let tools: Vec<Compiled<'_>> = m.tools.iter().map(|p| Compiled::new(p)).collect();
+        let servers: Vec<Compiled<'_>> = m.servers.iter().map(|p| Compiled::new(p)).collect();
+        move |tool: &Tool| {
+            tools.iter().any(|p| p.matches(&tool.name))
+                || servers.iter().any(|p| p.matches(&tool.server))
+                || m.tags.iter().any(|t| tool.tags.contains(t))
+        }
     }
 }
