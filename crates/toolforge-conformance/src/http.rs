@@ -61,8 +61,15 @@ pub async fn serve_http(
     opts: HttpOptions,
 ) -> anyhow::Result<()> {
     let cancel = opts.cancel.clone();
-    axum::serve(listener, router(opts))
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
-        .map_err(|e| anyhow::anyhow!("conformance fixture: HTTP server failed: {e}"))
+    axum::serve(
+        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+        // kernel holds each later write ~40 ms for the client's delayed ACK.
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        router(opts),
+    )
+    .with_graceful_shutdown(async move { cancel.cancelled().await })
+    .await
+    .map_err(|e| anyhow::anyhow!("conformance fixture: HTTP server failed: {e}"))
 }

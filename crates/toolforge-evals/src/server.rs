@@ -716,10 +716,17 @@ pub async fn serve_http(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     info!(?addr, "evals serving Streamable HTTP at /mcp");
     with_probe(&tools, async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { cancel.cancelled().await })
-            .await
-            .map_err(|e| ServeError::Transport(e.to_string()))
+        axum::serve(
+            // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+            // kernel holds each later write ~40 ms for the client's delayed ACK.
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            router,
+        )
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+        .map_err(|e| ServeError::Transport(e.to_string()))
     })
     .await
 }

@@ -302,7 +302,14 @@ pub async fn serve(
     opts: HttpOptions,
 ) -> std::io::Result<()> {
     let cancel = opts.cancel.clone();
-    axum::serve(listener, router(shared, opts))
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
+    axum::serve(
+        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+        // kernel holds each later write ~40 ms for the client's delayed ACK.
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        router(shared, opts),
+    )
+    .with_graceful_shutdown(async move { cancel.cancelled().await })
+    .await
 }

@@ -422,6 +422,20 @@ impl Gateway {
             .resolve(&self.shared.pool.catalog(), &channels)
     }
 
+    /// The catalog this request may see; the pool's own when nothing restricts it (the common
+    /// case, and the cheap one).
+    fn visible_catalog(&self, ctx: &RequestContext<RoleServer>) -> toolforge_select::Catalog {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        let catalog = self.shared.pool.catalog();
+        if self.shared.visibility.is_open() && channels.is_empty() {
+            return catalog;
+        }
+        self.shared
+            .visibility
+            .resolve(&catalog, &channels)
+            .catalog(&catalog)
+    }
+
     /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
     /// parameters), best first.
     fn search_tools(
@@ -487,7 +501,7 @@ impl Gateway {
             .unwrap_or_default()
             .to_owned();
         let history = self.history.lock().clone();
-        let visible = self.visible(&ctx).catalog(&self.shared.pool.catalog());
+        let visible = self.visible_catalog(&ctx);
         let routed = self
             .shared
             .route_tool(&visible, &name, &arguments, &prompt, &history)
@@ -587,8 +601,16 @@ impl ServerHandler for Gateway {
         _req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let visible = self.visible(&ctx);
-        let tools = self.shared.visible_tool_list(&|id| visible.allows(id));
+        let channels = crate::visible::session_channels(&self.session_query, &ctx);
+        let tools = if self.shared.visibility.is_open() && channels.is_empty() {
+            self.shared.tool_list()
+        } else {
+            let visible = self
+                .shared
+                .visibility
+                .resolve(&self.shared.pool.catalog(), &channels);
+            self.shared.visible_tool_list(&|id| visible.allows(id))
+        };
         Ok(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {
                 ToolMode::Direct => tools,

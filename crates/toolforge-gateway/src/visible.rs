@@ -101,7 +101,26 @@ pub fn session_channels(
     request
 }
 
+impl RequestChannels {
+    /// No query pair and no `x-mcp-*` header.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.query.is_empty() && self.headers.is_empty()
+    }
+}
+
 impl VisibilityConfig {
+    /// True when the operator restricts nothing: with no request channels either, every tool
+    /// is visible and resolving can be skipped.
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        let open = |c: &Option<toolforge_select::visibility::ChannelInput>| {
+            c.as_ref()
+                .is_none_or(toolforge_select::visibility::ChannelInput::is_empty)
+        };
+        open(&self.operator.env) && open(&self.operator.cli) && self.operator.errors.is_empty()
+    }
+
     /// What `request` may see of `catalog`. Warnings (a request channel that did not parse and
     /// was ignored) are logged.
     #[must_use]
@@ -340,7 +359,14 @@ pub async fn serve_handler_http<H: ServerHandler + Clone>(
         StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
     );
     let router = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
+    axum::serve(
+        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+        // kernel holds each later write ~40 ms for the client's delayed ACK.
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        router,
+    )
+    .with_graceful_shutdown(async move { cancel.cancelled().await })
+    .await
 }

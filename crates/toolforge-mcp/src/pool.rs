@@ -113,6 +113,8 @@ struct Upstream {
     peer: RwLock<Option<Peer<RoleClient>>>,
     lists: RwLock<Lists>,
     cache: Option<Arc<CatalogCache>>,
+    /// Bumped whenever `lists` is replaced (keys the pool's merged-catalog cache).
+    lists_gen: std::sync::atomic::AtomicU64,
     /// Bumped whenever the state changes, so waiters can wake.
     changed: watch::Sender<u64>,
 }
@@ -202,6 +204,8 @@ pub struct Pool {
     events: broadcast::Sender<PoolEvent>,
     cancel: CancellationToken,
     tasks: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The merged catalog, built once per change of any server's lists.
+    merged: parking_lot::Mutex<Option<(u64, Arc<Catalog>)>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -257,6 +261,7 @@ impl Pool {
                     peer: RwLock::new(None),
                     lists: RwLock::new(Lists::default()),
                     cache: options.cache.clone(),
+                    lists_gen: std::sync::atomic::AtomicU64::new(0),
                     changed: watch::channel(0).0,
                     cfg,
                 })
@@ -268,6 +273,7 @@ impl Pool {
             events,
             cancel,
             tasks: parking_lot::Mutex::new(Vec::new()),
+            merged: parking_lot::Mutex::new(None),
         });
         // Serve what the cache holds at once; live lists replace it as servers answer.
         let mut cached_servers = std::collections::HashSet::new();
@@ -287,6 +293,8 @@ impl Pool {
                     .into_iter()
                     .filter_map(|t| serde_json::from_value(t).ok())
                     .collect();
+                up.lists_gen
+                    .fetch_add(1, std::sync::atomic::Ordering::Release);
                 let mut lists = up.lists.write();
                 lists.tools = tools;
                 lists.fetched_at_ms = Some(entry.fetched_at_ms);
@@ -483,6 +491,28 @@ impl Pool {
     /// The merged catalog of the enabled servers (last known tools of servers that are down).
     #[must_use]
     pub fn catalog(&self) -> Catalog {
+        (*self.shared_catalog()).clone()
+    }
+
+    /// [`Pool::catalog`] without the copy: built once per change of any server's lists.
+    #[must_use]
+    pub fn shared_catalog(&self) -> Arc<Catalog> {
+        let generation: u64 = self
+            .servers
+            .iter()
+            .map(|u| u.lists_gen.load(std::sync::atomic::Ordering::Acquire))
+            .sum();
+        if let Some((g, c)) = self.merged.lock().as_ref()
+            && *g == generation
+        {
+            return c.clone();
+        }
+        let built = Arc::new(self.build_catalog());
+        *self.merged.lock() = Some((generation, built.clone()));
+        built
+    }
+
+    fn build_catalog(&self) -> Catalog {
         let servers = self
             .servers
             .iter()
@@ -985,6 +1015,8 @@ async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Result<(), Str
             .collect(),
         fetched_at_ms,
     });
+    up.lists_gen
+        .fetch_add(1, std::sync::atomic::Ordering::Release);
     *up.lists.write() = Lists {
         tools,
         resources,

@@ -171,7 +171,14 @@ pub async fn serve_mock(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, mock_router())
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+        // kernel holds each later write ~40 ms for the client's delayed ACK.
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        mock_router(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }

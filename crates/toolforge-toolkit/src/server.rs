@@ -424,10 +424,17 @@ pub async fn serve_http(
     let router = axum::Router::new().nest_service("/mcp", service);
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, "toolkit serving Streamable HTTP at /mcp");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
-        .map_err(|e| anyhow_like::Error(e.to_string()))
+    axum::serve(
+        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
+        // kernel holds each later write ~40 ms for the client's delayed ACK.
+        axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        }),
+        router,
+    )
+    .with_graceful_shutdown(async move { cancel.cancelled().await })
+    .await
+    .map_err(|e| anyhow_like::Error(e.to_string()))
 }
 
 /// A minimal error type for the serving functions (the crate does not depend on anyhow).
