@@ -14,6 +14,7 @@ pub mod presentation;
 pub mod rank;
 pub mod selector;
 pub mod visibility;
+pub mod visibility_index;
 
 pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
 pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};
