@@ -115,3 +115,75 @@ async fn evals_over_stdio_with_the_python_sdk() {
         "{missing}"
     );
 }
+
+/// `toolforge server evals --port N` (Streamable HTTP), with no model server at all: the
+/// embedding tools run on the offline hashing embedder, the model tools report the missing
+/// adapter as the seed's `RuntimeError`, and the visibility flags apply.
+#[tokio::test]
+async fn evals_over_http_offline_with_visibility() {
+    let port = crate::free_port();
+    let mut child = tokio::process::Command::new(bin())
+        .args(["server", "evals", "--port", &port.to_string()])
+        .args(["--disabled-tools", "generate_variants"])
+        .env_remove("LM_STUDIO_SERVERS")
+        .env_remove("TOGETHER_API_KEY")
+        .env_remove("HF_TOKEN")
+        .env_remove("EMBEDDING_MODEL")
+        .env_remove("EMBEDDER_BACKEND")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start toolforge server evals");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "evals did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = crate::python_client(&[
+        "http".into(),
+        url,
+        "--call".into(),
+        "calculate_drift".into(),
+        json!({"text_a": "The cat sat on the mat.", "text_b": "The cat sat on the mat."})
+            .to_string(),
+        "--call".into(),
+        "complete".into(),
+        json!({"model_id": "nope", "messages": [{"role": "user", "content": "hi"}]}).to_string(),
+        "--call".into(),
+        "generate_variants".into(),
+        json!({"baseline": "File a bug", "model_id": "nope"}).to_string(),
+    ])
+    .await;
+    let tools = out["tools"].as_array().expect("tools");
+    assert_eq!(tools.len(), 9, "{out}");
+    assert!(!tools.iter().any(|t| t == "generate_variants"));
+    let drift = &out["calls"][0];
+    assert_eq!(drift["is_error"], false, "{out}");
+    assert!(
+        drift["text"].as_str().unwrap_or_default().starts_with('0'),
+        "{out}"
+    );
+    let complete = &out["calls"][1];
+    assert_eq!(complete["is_error"], true, "{out}");
+    assert!(
+        complete["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("RuntimeError"),
+        "{out}"
+    );
+    assert!(
+        out["calls"][2]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "{out}"
+    );
+    let _ = child.start_kill();
+}
