@@ -308,6 +308,16 @@ impl Shared {
         (with_resources.len() == 1).then(|| with_resources[0].clone())
     }
 
+    /// Each server's configured tags (they apply to its resources and prompts too).
+    fn server_tags(&self) -> std::collections::HashMap<String, Vec<String>> {
+        self.pool
+            .shared_catalog()
+            .servers
+            .iter()
+            .map(|s| (s.name.clone(), s.tags.clone()))
+            .collect()
+    }
+
     /// Prompts as exposed: first server wins a name, the others are `server__name`.
     fn prompt_table(&self) -> Vec<(String, String, Prompt)> {
         let mut seen = HashSet::new();
@@ -352,7 +362,7 @@ impl Shared {
 
 /// `{name}`-style URI template match: literal parts must match, each `{var}` takes one or more
 /// characters (no `/` unless the variable is `{+var}` or `{/var}` style).
-fn template_matches(template: &str, uri: &str) -> bool {
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
     fn go(t: &str, u: &str) -> bool {
         match t.find('{') {
             None => t == u,
@@ -420,6 +430,114 @@ impl Gateway {
         self.shared
             .visibility
             .resolve(&self.shared.pool.catalog(), &channels)
+    }
+
+    /// Keeps the items (each with its server) this request may see; `names` gives the names a
+    /// visibility list may use for one.
+    fn shown_components<T: serde::Serialize>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        items: Vec<(String, T)>,
+        names: impl Fn(&T) -> Vec<String>,
+    ) -> Vec<(String, T)> {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        let config = &self.shared.visibility;
+        if config.is_open() && channels.is_empty() {
+            return items;
+        }
+        let tags = self.shared.server_tags();
+        let components: Vec<_> = items
+            .iter()
+            .map(|(server, item)| {
+                let server_tags = tags.get(server).map_or(&[][..], Vec::as_slice);
+                crate::visible::component(server, names(item), item, server_tags)
+            })
+            .collect();
+        let shown = config.components(&components, &channels);
+        items
+            .into_iter()
+            .zip(shown)
+            .filter_map(|(item, shown)| shown.then_some(item))
+            .collect()
+    }
+
+    /// The server holding `uri` (a resource's URI, or a template's URI template), if this
+    /// request may see it: as the listed resource with that URI, else as a template it is or
+    /// matches, else by the URI alone on the one server that can hold it.
+    fn visible_resource_server(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        uri: &str,
+    ) -> Result<String, McpError> {
+        // A completion names a template by its URI template.
+        let server = self
+            .shared
+            .pool
+            .resource_templates()
+            .into_iter()
+            .find(|(_, t)| t.uri_template == uri)
+            .map(|(server, _)| server)
+            .or_else(|| self.shared.resource_server(uri))
+            .ok_or_else(|| not_found("resource", uri))?;
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        let config = &self.shared.visibility;
+        if config.is_open() && channels.is_empty() {
+            return Ok(server);
+        }
+        let mut names = vec![uri.to_owned()];
+        let mut item = Value::Null;
+        if let Some((_, r)) = self
+            .shared
+            .pool
+            .resources()
+            .into_iter()
+            .find(|(s, r)| *s == server && r.uri == uri)
+        {
+            names.push(r.name.clone());
+            item = serde_json::to_value(&r).unwrap_or_default();
+        } else if let Some((_, t)) =
+            self.shared
+                .pool
+                .resource_templates()
+                .into_iter()
+                .find(|(s, t)| {
+                    *s == server
+                        && (t.uri_template == uri || template_matches(&t.uri_template, uri))
+                })
+        {
+            names.extend([t.uri_template.clone(), t.name.clone()]);
+            item = serde_json::to_value(&t).unwrap_or_default();
+        }
+        let tags = self.shared.server_tags();
+        let server_tags = tags.get(&server).map_or(&[][..], Vec::as_slice);
+        let resource = crate::visible::component(&server, names, &item, server_tags);
+        if config.shows(&resource, &channels) {
+            Ok(server)
+        } else {
+            Err(not_found("resource", uri))
+        }
+    }
+
+    /// The visible prompt exposed as `name`: its server and the prompt as that server names it.
+    fn visible_prompt(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        name: &str,
+    ) -> Result<(String, Prompt), McpError> {
+        let table = self
+            .shared
+            .prompt_table()
+            .into_iter()
+            .filter(|(exposed, _, _)| exposed == name)
+            .map(|(exposed, server, prompt)| (server, (exposed, prompt)))
+            .collect();
+        self.shown_components(ctx, table, |(exposed, prompt)| {
+            vec![exposed.clone(), prompt.name.clone()]
+        })
+        .into_iter()
+        .next()
+        .map(|(server, (_, prompt))| (server, prompt))
+        .ok_or_else(|| not_found("prompt", name))
     }
 
     /// The catalog this request may see; the pool's own when nothing restricts it (the common
@@ -570,7 +688,7 @@ fn search_meta_tools() -> Vec<McpTool> {
         .collect()
 }
 
-fn not_found(what: &str, name: &str) -> McpError {
+pub(crate) fn not_found(what: &str, name: &str) -> McpError {
     McpError::invalid_params(format!("unknown {what}: {name}"), None)
 }
 
@@ -668,13 +786,12 @@ impl ServerHandler for Gateway {
     async fn list_resources(
         &self,
         _req: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut seen = HashSet::new();
+        let listed = self.shared.pool.resources();
         let items = self
-            .shared
-            .pool
-            .resources()
+            .shown_components(&ctx, listed, |r| vec![r.uri.clone(), r.name.clone()])
             .into_iter()
             .filter(|(_, r)| seen.insert(r.uri.clone()))
             .map(|(_, r)| r)
@@ -685,12 +802,13 @@ impl ServerHandler for Gateway {
     async fn list_resource_templates(
         &self,
         _req: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        let listed = self.shared.pool.resource_templates();
         let items = self
-            .shared
-            .pool
-            .resource_templates()
+            .shown_components(&ctx, listed, |t| {
+                vec![t.uri_template.clone(), t.name.clone()]
+            })
             .into_iter()
             .map(|(_, t)| t)
             .collect();
@@ -702,10 +820,7 @@ impl ServerHandler for Gateway {
         req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let server = self
-            .shared
-            .resource_server(&req.uri)
-            .ok_or_else(|| not_found("resource", &req.uri))?;
+        let server = self.visible_resource_server(&ctx, &req.uri)?;
         self.shared
             .pool
             .read_resource(&server, req, Some(&ctx.peer))
@@ -719,10 +834,7 @@ impl ServerHandler for Gateway {
         req: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let server = self
-            .shared
-            .resource_server(&req.uri)
-            .ok_or_else(|| not_found("resource", &req.uri))?;
+        let server = self.visible_resource_server(&ctx, &req.uri)?;
         self.shared
             .pool
             .subscribe(&server, &req.uri)
@@ -761,13 +873,20 @@ impl ServerHandler for Gateway {
     async fn list_prompts(
         &self,
         _req: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let items = self
+        let table = self
             .shared
             .prompt_table()
             .into_iter()
-            .map(|(exposed, _, mut p)| {
+            .map(|(exposed, server, prompt)| (server, (exposed, prompt)))
+            .collect();
+        let items = self
+            .shown_components(&ctx, table, |(exposed, prompt)| {
+                vec![exposed.clone(), prompt.name.clone()]
+            })
+            .into_iter()
+            .map(|(_, (exposed, mut p))| {
                 p.name = exposed;
                 p
             })
@@ -780,12 +899,7 @@ impl ServerHandler for Gateway {
         mut req: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let (_, server, prompt) = self
-            .shared
-            .prompt_table()
-            .into_iter()
-            .find(|(exposed, _, _)| *exposed == req.name)
-            .ok_or_else(|| not_found("prompt", &req.name))?;
+        let (server, prompt) = self.visible_prompt(&ctx, &req.name)?;
         req.name = prompt.name;
         self.shared
             .pool
@@ -798,19 +912,14 @@ impl ServerHandler for Gateway {
     async fn complete(
         &self,
         req: CompleteRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         let v = serde_json::to_value(&req).unwrap_or(Value::Null);
         let kind = v.pointer("/ref/type").and_then(Value::as_str).unwrap_or("");
         let (server, req) = match kind {
             "ref/prompt" => {
                 let name = v.pointer("/ref/name").and_then(Value::as_str).unwrap_or("");
-                let (_, server, prompt) = self
-                    .shared
-                    .prompt_table()
-                    .into_iter()
-                    .find(|(exposed, _, _)| exposed == name)
-                    .ok_or_else(|| not_found("prompt", name))?;
+                let (server, prompt) = self.visible_prompt(&ctx, name)?;
                 let mut v = v.clone();
                 v["ref"]["name"] = Value::String(prompt.name);
                 let req: CompleteRequestParams = serde_json::from_value(v)
@@ -819,16 +928,7 @@ impl ServerHandler for Gateway {
             }
             "ref/resource" => {
                 let uri = v.pointer("/ref/uri").and_then(Value::as_str).unwrap_or("");
-                let server = self
-                    .shared
-                    .pool
-                    .resource_templates()
-                    .into_iter()
-                    .find(|(_, t)| t.uri_template == uri)
-                    .map(|(s, _)| s)
-                    .or_else(|| self.shared.resource_server(uri))
-                    .ok_or_else(|| not_found("resource", uri))?;
-                (server, req)
+                (self.visible_resource_server(&ctx, uri)?, req)
             }
             other => {
                 return Err(McpError::invalid_params(

@@ -2,9 +2,12 @@
 //! merged per request with the caller's (the query string of the connection URL and the
 //! `x-mcp-*` headers of each HTTP request) by `toolforge_select::visibility::resolve`.
 //!
-//! [`Filtered`] wraps any rmcp server handler (the built-in toolkit and evals servers) so a
-//! hidden tool is neither listed nor callable; the gateway applies the same config in its own
-//! handler, in `GET /tools` and in the agent's routes.
+//! [`Filtered`] wraps any rmcp server handler (the built-in toolkit, evals and stdio conformance
+//! servers) so a hidden tool, resource, template or prompt is neither listed nor usable: calling,
+//! reading, subscribing, getting or completing it answers "unknown ...", as for one that does not
+//! exist. The gateway applies the same config in its own handler, in `GET /tools` and in the
+//! agent's routes. Resources and prompts follow the tool rules by name (a prompt's name; a
+//! resource's URI or name; a template's URI template or name) and tag, without the search query.
 
 // The wrapper passes the legacy logging and subscription methods through unchanged.
 #![allow(deprecated)]
@@ -21,7 +24,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use toolforge_select::visibility::{Channels, Policy, Visible, resolve};
+use toolforge_select::visibility::{
+    Channels, Component, Policy, Visible, resolve, resolve_components,
+};
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
 /// The operator's side of visibility, fixed at start-up.
@@ -125,6 +130,33 @@ impl VisibilityConfig {
     /// was ignored) are logged.
     #[must_use]
     pub fn resolve(&self, catalog: &Catalog, request: &RequestChannels) -> Visible {
+        let visible = resolve(catalog, &self.channels(request), &self.policy);
+        for w in &visible.warnings {
+            tracing::warn!("visibility: {w}");
+        }
+        visible
+    }
+
+    /// Which of `components` (resources, templates, prompts) `request` may see, in order:
+    /// every one when nothing restricts.
+    #[must_use]
+    pub fn components(&self, components: &[Component], request: &RequestChannels) -> Vec<bool> {
+        if self.is_open() && request.is_empty() {
+            return vec![true; components.len()];
+        }
+        resolve_components(components, &self.channels(request), &self.policy)
+    }
+
+    /// Whether `request` may see one component.
+    #[must_use]
+    pub fn shows(&self, component: &Component, request: &RequestChannels) -> bool {
+        self.components(std::slice::from_ref(component), request)
+            .first()
+            .copied()
+            .unwrap_or(false)
+    }
+
+    fn channels(&self, request: &RequestChannels) -> Channels {
         let mut channels = self.operator.clone();
         if !request.query.is_empty() {
             channels = channels.with_query_pairs(&request.query);
@@ -132,12 +164,20 @@ impl VisibilityConfig {
         if !request.headers.is_empty() {
             channels = channels.with_header_pairs(&request.headers);
         }
-        let visible = resolve(catalog, &channels, &self.policy);
-        for w in &visible.warnings {
-            tracing::warn!("visibility: {w}");
-        }
-        visible
+        channels
     }
+}
+
+/// A resource, template or prompt as visibility sees it: offered by `server` (configured with
+/// `server_tags`), known by `names`, with the tags of `item`'s `_meta`.
+pub fn component<T: serde::Serialize>(
+    server: &str,
+    names: Vec<String>,
+    item: &T,
+    server_tags: &[String],
+) -> Component {
+    let value = serde_json::to_value(item).unwrap_or_default();
+    Component::from_mcp(server, names, &value, server_tags)
 }
 
 /// Any rmcp server handler, with visibility: hidden tools are not listed and a call to one
@@ -177,9 +217,77 @@ impl<H> Filtered<H> {
     fn channels(&self, ctx: &RequestContext<RoleServer>) -> RequestChannels {
         session_channels(&self.session_query, ctx)
     }
+
+    /// Nothing restricts this request: every call passes straight through.
+    fn unrestricted(&self, ctx: &RequestContext<RoleServer>) -> bool {
+        self.config.is_open() && self.channels(ctx).is_empty()
+    }
 }
 
 impl<H: ServerHandler + Clone> Filtered<H> {
+    /// "unknown resource" unless this request may see `uri`: as the listed resource with that
+    /// URI, else as a template it matches, else by the URI alone.
+    async fn check_resource(
+        &self,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.unrestricted(ctx) {
+            return Ok(());
+        }
+        let channels = self.channels(ctx);
+        let mut names = vec![uri.to_owned()];
+        let mut item = serde_json::Value::Null;
+        if let Ok(listed) = self.inner.list_resources(None, ctx.clone()).await
+            && let Some(r) = listed.resources.iter().find(|r| r.uri == uri)
+        {
+            names.push(r.name.clone());
+            item = serde_json::to_value(r).unwrap_or_default();
+        } else if let Ok(listed) = self.inner.list_resource_templates(None, ctx.clone()).await
+            && let Some(t) = listed.resource_templates.iter().find(|t| {
+                t.uri_template == uri || crate::mcp::template_matches(&t.uri_template, uri)
+            })
+        {
+            names.extend([t.uri_template.clone(), t.name.clone()]);
+            item = serde_json::to_value(t).unwrap_or_default();
+        }
+        if self
+            .config
+            .shows(&component(&self.server, names, &item, &[]), &channels)
+        {
+            Ok(())
+        } else {
+            Err(crate::mcp::not_found("resource", uri))
+        }
+    }
+
+    /// "unknown prompt" unless this request may see the prompt `name`.
+    async fn check_prompt(
+        &self,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.unrestricted(ctx) {
+            return Ok(());
+        }
+        let channels = self.channels(ctx);
+        let item = match self.inner.list_prompts(None, ctx.clone()).await {
+            Ok(listed) => listed
+                .prompts
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| serde_json::to_value(p).unwrap_or_default())
+                .unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        };
+        let prompt = component(&self.server, vec![name.to_owned()], &item, &[]);
+        if self.config.shows(&prompt, &channels) {
+            Ok(())
+        } else {
+            Err(crate::mcp::not_found("prompt", name))
+        }
+    }
+
     async fn visible(&self, ctx: &RequestContext<RoleServer>) -> Result<Visible, McpError> {
         let listed = self.inner.list_tools(None, ctx.clone()).await?;
         let tools = listed
@@ -214,6 +322,9 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if self.unrestricted(&ctx) {
+            return self.inner.list_tools(request, ctx).await;
+        }
         let visible = self.visible(&ctx).await?;
         let mut listed = self.inner.list_tools(request, ctx).await?;
         listed
@@ -227,6 +338,9 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if self.unrestricted(&ctx) {
+            return self.inner.call_tool(request, ctx).await;
+        }
         let visible = self.visible(&ctx).await?;
         if !visible.allows(&ToolId::new(&self.server, request.name.as_ref())) {
             return Err(McpError::invalid_params(
@@ -242,7 +356,19 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        self.inner.list_resources(request, ctx).await
+        let channels = self.channels(&ctx);
+        let mut listed = self.inner.list_resources(request, ctx).await?;
+        let shown = self.config.components(
+            &listed
+                .resources
+                .iter()
+                .map(|r| component(&self.server, vec![r.uri.clone(), r.name.clone()], r, &[]))
+                .collect::<Vec<_>>(),
+            &channels,
+        );
+        let mut shown = shown.into_iter();
+        listed.resources.retain(|_| shown.next().unwrap_or(false));
+        Ok(listed)
     }
 
     async fn list_resource_templates(
@@ -250,7 +376,24 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        self.inner.list_resource_templates(request, ctx).await
+        let channels = self.channels(&ctx);
+        let mut listed = self.inner.list_resource_templates(request, ctx).await?;
+        let shown = self.config.components(
+            &listed
+                .resource_templates
+                .iter()
+                .map(|t| {
+                    let names = vec![t.uri_template.clone(), t.name.clone()];
+                    component(&self.server, names, t, &[])
+                })
+                .collect::<Vec<_>>(),
+            &channels,
+        );
+        let mut shown = shown.into_iter();
+        listed
+            .resource_templates
+            .retain(|_| shown.next().unwrap_or(false));
+        Ok(listed)
     }
 
     async fn read_resource(
@@ -258,6 +401,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.check_resource(&request.uri, &ctx).await?;
         self.inner.read_resource(request, ctx).await
     }
 
@@ -266,6 +410,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.check_resource(&request.uri, &ctx).await?;
         self.inner.subscribe(request, ctx).await
     }
 
@@ -282,7 +427,19 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        self.inner.list_prompts(request, ctx).await
+        let channels = self.channels(&ctx);
+        let mut listed = self.inner.list_prompts(request, ctx).await?;
+        let shown = self.config.components(
+            &listed
+                .prompts
+                .iter()
+                .map(|p| component(&self.server, vec![p.name.clone()], p, &[]))
+                .collect::<Vec<_>>(),
+            &channels,
+        );
+        let mut shown = shown.into_iter();
+        listed.prompts.retain(|_| shown.next().unwrap_or(false));
+        Ok(listed)
     }
 
     async fn get_prompt(
@@ -290,6 +447,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.check_prompt(&request.name, &ctx).await?;
         self.inner.get_prompt(request, ctx).await
     }
 
@@ -298,6 +456,12 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        let reference = serde_json::to_value(&request.r#ref).unwrap_or_default();
+        if let Some(name) = reference.get("name").and_then(serde_json::Value::as_str) {
+            self.check_prompt(name, &ctx).await?;
+        } else if let Some(uri) = reference.get("uri").and_then(serde_json::Value::as_str) {
+            self.check_resource(uri, &ctx).await?;
+        }
         self.inner.complete(request, ctx).await
     }
 

@@ -52,9 +52,15 @@
 //!   one. Ranking runs over the tools that survived every other filter, so a query only narrows.
 //! * **Sanitising** rejects rather than drops (Q1-12): at most [`MAX_VALUE_BYTES`] per value,
 //!   [`MAX_NAMES`] distinct names per list, names and tags of at most [`MAX_NAME_CHARS`]
-//!   characters from `[A-Za-z0-9_./:-]`, a query of at most [`MAX_QUERY_CHARS`] characters
-//!   without control characters. Unknown query parameters and headers are not ours and are
-//!   ignored.
+//!   characters from `[A-Za-z0-9_./:{}~@+%-]` (tool names, resource URIs and URI templates), a
+//!   query of at most [`MAX_QUERY_CHARS`] characters without control characters. Unknown query
+//!   parameters and headers are not ours and are ignored.
+//! * **Components** (S1-61). Resources, resource templates and prompts follow the same lists
+//!   through [`resolve_components`]: a prompt is named by its name, a resource by its URI or
+//!   name, a template by its URI template or name, each also as `server/name`, `server__name` or
+//!   by its server; tags are its server's and its `_meta`'s. An enabled list therefore hides
+//!   every component it does not name (`MCP_ENABLED_COMPONENTS=read_file` leaves no prompt).
+//!   The search query ranks tools only and does not narrow components.
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -230,7 +236,7 @@ pub enum Problem {
     TooManyNames { max: usize },
     #[error("name {name:?} is longer than {max} characters")]
     NameTooLong { name: String, max: usize },
-    #[error("name {name:?} has a character outside [A-Za-z0-9_./:-]")]
+    #[error("name {name:?} has a character outside [A-Za-z0-9_./:{{}}~@+%-]")]
     BadName { name: String },
     #[error("query is {chars} characters, at most {max} are accepted")]
     QueryTooLong { chars: usize, max: usize },
@@ -251,7 +257,11 @@ fn excerpt(name: &str) -> String {
 }
 
 fn valid_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | ':' | '-')
+    c.is_ascii_alphanumeric()
+        || matches!(
+            c,
+            '_' | '.' | '/' | ':' | '-' | '{' | '}' | '~' | '@' | '+' | '%'
+        )
 }
 
 fn check_name(name: &str) -> Result<(), Problem> {
@@ -890,6 +900,127 @@ pub fn resolve_with_index(
 ) -> Visible {
     let index = (index.len() == catalog.len()).then_some(index);
     resolve_inner(catalog, index, channels, policy)
+}
+
+/// A resource, resource template or prompt, as visibility sees it (S1-61: the filters apply to
+/// every component, not only tools).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Component {
+    /// The server that offers it.
+    pub server: String,
+    /// The names a list may use for it, any one of which enables it and any one of which, in a
+    /// disabled list, hides it: a prompt's name (and the name the gateway exposes it under), a
+    /// resource's URI and name, a template's URI template and name.
+    pub names: Vec<String>,
+    /// The server's configured tags and those in the component's `_meta` (`tags` or
+    /// `_fastmcp.tags`).
+    pub tags: Vec<String>,
+}
+
+impl Component {
+    /// A component from the MCP object a server listed (`definition`, for its `_meta` tags),
+    /// known by `names`, offered by `server` whose configuration gives it `server_tags`.
+    pub fn from_mcp(
+        server: &str,
+        names: Vec<String>,
+        definition: &serde_json::Value,
+        server_tags: &[String],
+    ) -> Self {
+        let mut def = serde_json::Map::new();
+        def.insert("name".into(), serde_json::Value::String(String::new()));
+        if let Some(meta) = definition.get("_meta") {
+            def.insert("_meta".into(), meta.clone());
+        }
+        let tags = Tool::from_mcp(server, def, server_tags)
+            .map(|t| t.tags)
+            .unwrap_or_default();
+        Self {
+            server: server.to_owned(),
+            names,
+            tags,
+        }
+    }
+}
+
+/// Which of `components` one caller may see, in order: the merge of [`resolve`] with every
+/// channel's names and tags, but without a search query (search ranks tools; it does not
+/// narrow resources or prompts). A component is hidden when a disabled list names any of its
+/// names or tags, or when an enabled list holds none of them. Names match as tool names do:
+/// plain, `server/name`, `server__name`, or the server's name for all its components.
+pub fn resolve_components(
+    components: &[Component],
+    channels: &Channels,
+    policy: &Policy,
+) -> Vec<bool> {
+    // One pseudo-tool per name form, grouped by server; `forms[i]` lists component i's.
+    let mut servers: Vec<ServerEntry> = Vec::new();
+    let mut forms: Vec<Vec<ToolId>> = Vec::with_capacity(components.len());
+    for component in components {
+        let entry = match servers.iter().position(|s| s.name == component.server) {
+            Some(i) => i,
+            None => {
+                servers.push(ServerEntry {
+                    name: component.server.clone(),
+                    tags: Vec::new(),
+                    aliases: Vec::new(),
+                    tools: Vec::new(),
+                });
+                servers.len() - 1
+            }
+        };
+        let mut ids = Vec::with_capacity(component.names.len());
+        for name in &component.names {
+            let tools = &mut servers[entry].tools;
+            if !tools.iter().any(|t| t.name == *name) {
+                let mut definition = serde_json::Map::new();
+                definition.insert("name".into(), serde_json::Value::String(name.clone()));
+                tools.push(Tool {
+                    server: component.server.clone(),
+                    name: name.clone(),
+                    description: String::new(),
+                    input_schema: serde_json::Value::Null,
+                    tags: component.tags.clone(),
+                    definition,
+                });
+            }
+            ids.push(ToolId::new(&component.server, name));
+        }
+        forms.push(ids);
+    }
+    let catalog = Catalog {
+        servers,
+        overlaps: Vec::new(),
+    };
+    let mut channels = channels.clone();
+    for input in [&mut channels.query, &mut channels.header]
+        .into_iter()
+        .flatten()
+    {
+        input.query = None;
+    }
+    let visible = resolve_inner(&catalog, None, &channels, policy);
+    let denied: HashSet<&ToolId> = visible
+        .hidden
+        .iter()
+        .filter(|h| {
+            matches!(
+                h.reason,
+                Reason::DisabledTool { .. }
+                    | Reason::DisabledTag { .. }
+                    | Reason::OperatorChannelInvalid { .. }
+            )
+        })
+        .map(|h| &h.tool)
+        .collect();
+    let shown: HashSet<&ToolId> = visible.tools.iter().collect();
+    forms
+        .iter()
+        .map(|ids| {
+            !ids.is_empty()
+                && !ids.iter().any(|id| denied.contains(id))
+                && ids.iter().any(|id| shown.contains(id))
+        })
+        .collect()
 }
 
 fn resolve_inner<'a>(
@@ -1708,7 +1839,7 @@ mod tests {
         let error = ChannelInput::from_cli(Some("a b"), None, None, None).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "cli --tools: name \"a b\" has a character outside [A-Za-z0-9_./:-]"
+            "cli --tools: name \"a b\" has a character outside [A-Za-z0-9_./:{}~@+%-]"
         );
         let error =
             ChannelInput::from_query(&pairs(&[("disabled_toolsets", &too_many)])).unwrap_err();
@@ -2271,6 +2402,87 @@ mod tests {
             let channels = Channels::default().with_query_pairs(&pairs).with_header_pairs(&pairs);
             let _ = resolve(&matrix_catalog(), &channels, &Policy::default());
         }
+    }
+
+    /// Components of two servers: a prompt and a resource on `fs` (tagged `files` in config),
+    /// a template on `web` whose `_meta` tags it `remote`.
+    fn components() -> Vec<Component> {
+        let files = ["files".to_owned()];
+        vec![
+            Component::from_mcp("fs", vec!["summarise".into()], &json!({}), &files),
+            Component::from_mcp(
+                "fs",
+                vec!["file:///notes.txt".into(), "notes".into()],
+                &json!({}),
+                &files,
+            ),
+            Component::from_mcp(
+                "web",
+                vec!["https://example.com/{path}".into(), "page".into()],
+                &json!({"_meta": {"tags": ["remote"]}}),
+                &[],
+            ),
+        ]
+    }
+
+    fn components_shown(raw: &Raw, policy: &Policy) -> Vec<bool> {
+        resolve_components(&components(), &raw.channels(), policy)
+    }
+
+    #[test]
+    fn components_follow_the_tool_rules() {
+        let open = Policy::default();
+        let all = vec![true, true, true];
+        assert_eq!(components_shown(&Raw::default(), &open), all);
+        // An enabled list holds components by any of their names, or by their server.
+        let raw = Raw::default().put(Channel::Env, Field::EnabledTools, "summarise,page");
+        assert_eq!(components_shown(&raw, &open), [true, false, true]);
+        let raw = Raw::default().put(Channel::Cli, Field::EnabledTools, "fs");
+        assert_eq!(components_shown(&raw, &open), [true, true, false]);
+        let raw = Raw::default().put(Channel::Env, Field::EnabledTools, "fs/notes");
+        assert_eq!(components_shown(&raw, &open), [false, true, false]);
+        // A disabled list naming any one name hides the component, even when another is enabled.
+        let raw = Raw::default()
+            .put(Channel::Env, Field::EnabledTools, "notes,summarise")
+            .put(Channel::Header, Field::DisabledTools, "file:///notes.txt");
+        assert_eq!(components_shown(&raw, &open), [true, false, false]);
+        // Tags come from the server's config and the component's `_meta`.
+        let raw = Raw::default().put(Channel::Query, Field::EnabledTags, "remote");
+        assert_eq!(components_shown(&raw, &open), [false, false, true]);
+        let raw = Raw::default().put(Channel::Cli, Field::DisabledTags, "FILES");
+        assert_eq!(components_shown(&raw, &open), [false, false, true]);
+        // A search query narrows tools only.
+        let raw = Raw::default().query(&[("q", "summarise")]);
+        assert_eq!(components_shown(&raw, &open), all);
+        // The operator lock holds: a request cannot see what the operator did not enable.
+        let raw = Raw::default()
+            .put(Channel::Env, Field::EnabledTools, "summarise")
+            .put(Channel::Header, Field::EnabledTools, "page");
+        assert_eq!(components_shown(&raw, &open), [false, false, false]);
+        let widening = Policy {
+            allow_request_widening: true,
+            ..Policy::default()
+        };
+        assert_eq!(components_shown(&raw, &widening), [false, false, true]);
+        // A request channel that fails to parse keeps only its denies.
+        let raw = Raw::default().header(&[
+            ("x-mcp-enabled-tools", "bad name!"),
+            ("x-mcp-disabled-tools", "summarise"),
+        ]);
+        assert_eq!(components_shown(&raw, &open), [false, true, true]);
+    }
+
+    #[test]
+    fn a_component_without_names_is_hidden() {
+        let nameless = Component {
+            server: "fs".into(),
+            names: Vec::new(),
+            tags: Vec::new(),
+        };
+        assert_eq!(
+            resolve_components(&[nameless], &Channels::default(), &Policy::default()),
+            [false]
+        );
     }
 }
 

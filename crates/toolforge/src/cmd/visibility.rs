@@ -9,17 +9,19 @@ use toolforge_select::visibility::{ChannelInput, Channels, DEFAULT_SEARCH_LIMIT,
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct VisibilityArgs {
-    /// Show only these tools (comma-separated: `name`, `server/name`, `server__name`, a server
-    /// name for all its tools, or `all`).
+    /// Show only these tools, prompts and resources (comma-separated: a tool or prompt name, a
+    /// resource URI or name, `server/name`, `server__name`, a server name for all it offers,
+    /// or `all`).
     #[arg(long, value_name = "LIST")]
     pub tools: Option<String>,
-    /// Never show these tools (adds to every other channel's disabled list).
+    /// Never show these tools, prompts and resources (adds to every other channel's disabled
+    /// list).
     #[arg(long, value_name = "LIST")]
     pub disabled_tools: Option<String>,
-    /// Show only tools with one of these tags.
+    /// Show only tools, prompts and resources with one of these tags.
     #[arg(long, value_name = "LIST")]
     pub tags: Option<String>,
-    /// Never show tools with these tags.
+    /// Never show tools, prompts and resources with these tags.
     #[arg(long, value_name = "LIST")]
     pub disabled_tags: Option<String>,
     /// Let a request's query or headers widen what env and flags allow (the seed's literal

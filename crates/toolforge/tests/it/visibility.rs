@@ -221,3 +221,144 @@ async fn search_mode_offers_two_meta_tools_and_the_pinned_ones() {
         "only the meta-tools and pinned tools are called directly: {out}"
     );
 }
+
+fn strings(out: &Value, key: &str) -> BTreeSet<String> {
+    out[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+        .iter()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn error_of<'a>(out: &'a Value, key: &str, i: usize) -> &'a str {
+    out[key][i]["error"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn resources_templates_and_prompts_are_filtered_like_tools() {
+    let config = json!({"mcpServers": {"conf": {
+        "command": bin(), "args": ["server", "conformance", "--stdio"], "tags": ["fixture"]
+    }}});
+    let served = Served::start(&config).await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+
+    // The session's enabled list names one tool, one prompt and one resource by URI.
+    let url = format!(
+        "{}?tools=test_simple_text,test_simple_prompt,test://static-text",
+        served.mcp()
+    );
+    let out = python_client(&[
+        "http".into(),
+        url,
+        "--read".into(),
+        "test://static-text".into(),
+        "--read".into(),
+        "test://static-binary".into(),
+        "--read".into(),
+        "test://template/7/data".into(),
+        "--prompt".into(),
+        "test_simple_prompt".into(),
+        "{}".into(),
+        "--prompt".into(),
+        "test_prompt_with_image".into(),
+        "{}".into(),
+    ])
+    .await;
+    assert_eq!(names(&out), set(&["test_simple_text"]), "{out}");
+    assert_eq!(strings(&out, "resources"), set(&["test://static-text"]));
+    assert!(strings(&out, "templates").is_empty(), "{out}");
+    assert_eq!(strings(&out, "prompts"), set(&["test_simple_prompt"]));
+    assert!(out["reads"][0]["text"].is_string(), "{out}");
+    assert!(
+        error_of(&out, "reads", 1).contains("unknown resource"),
+        "{out}"
+    );
+    assert!(
+        error_of(&out, "reads", 2).contains("unknown resource"),
+        "{out}"
+    );
+    assert_eq!(out["got_prompts"][0]["messages"], 1, "{out}");
+    assert!(
+        error_of(&out, "got_prompts", 1).contains("unknown prompt"),
+        "{out}"
+    );
+
+    // Headers, per request: a disabled list hides a prompt (as `server/name`) and a resource
+    // (by URI); an enabled tag keeps the rest (the server's configured tag applies to
+    // everything it offers).
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--header".into(),
+        "x-mcp-enabled-tags: fixture".into(),
+        "--header".into(),
+        "x-mcp-disabled-components: conf/test_prompt_with_image, test://watched-resource".into(),
+        "--read".into(),
+        "test://watched-resource".into(),
+        "--read".into(),
+        "test://template/7/data".into(),
+    ])
+    .await;
+    let prompts = strings(&out, "prompts");
+    assert!(!prompts.contains("test_prompt_with_image"), "{out}");
+    assert!(prompts.contains("test_prompt_with_arguments"), "{out}");
+    let resources = strings(&out, "resources");
+    assert!(!resources.contains("test://watched-resource"), "{out}");
+    assert!(resources.contains("test://static-binary"), "{out}");
+    assert_eq!(strings(&out, "templates").len(), 1, "{out}");
+    assert!(
+        error_of(&out, "reads", 0).contains("unknown resource"),
+        "{out}"
+    );
+    assert!(out["reads"][1]["text"].is_string(), "{out}");
+
+    // An enabled tag the server lacks hides everything it offers.
+    let out = python_client(&[
+        "http".into(),
+        served.mcp(),
+        "--header".into(),
+        "x-mcp-enabled-tags: nothing-has-this".into(),
+    ])
+    .await;
+    assert!(names(&out).is_empty(), "{out}");
+    assert!(strings(&out, "resources").is_empty(), "{out}");
+    assert!(strings(&out, "prompts").is_empty(), "{out}");
+}
+
+#[tokio::test]
+async fn the_wrapper_filters_resources_and_prompts_over_stdio() {
+    let out = python_client(&[
+        "stdio".into(),
+        "--read".into(),
+        "test://static-text".into(),
+        "--read".into(),
+        "test://static-binary".into(),
+        "--prompt".into(),
+        "test_prompt_with_image".into(),
+        "{}".into(),
+        "--".into(),
+        bin().into(),
+        "server".into(),
+        "conformance".into(),
+        "--stdio".into(),
+        "--disabled-tools".into(),
+        "test://static-text,test_prompt_with_image,test://template/{id}/data".into(),
+    ])
+    .await;
+    let resources = strings(&out, "resources");
+    assert!(!resources.contains("test://static-text"), "{out}");
+    assert!(resources.contains("test://static-binary"), "{out}");
+    assert!(strings(&out, "templates").is_empty(), "{out}");
+    assert!(!strings(&out, "prompts").contains("test_prompt_with_image"));
+    assert!(strings(&out, "prompts").contains("test_simple_prompt"));
+    assert!(
+        error_of(&out, "reads", 0).contains("unknown resource"),
+        "{out}"
+    );
+    assert!(out["reads"][1].get("error").is_none(), "{out}");
+    assert!(
+        error_of(&out, "got_prompts", 0).contains("unknown prompt"),
+        "{out}"
+    );
+}

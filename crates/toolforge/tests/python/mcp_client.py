@@ -4,9 +4,13 @@
     python mcp_client.py stdio -- COMMAND ARGS... [--call NAME JSON]...   (calls before --)
     --call-timeout SECS: the client gives up on a call after SECS (and cancels it).
     --header NAME:VALUE: an HTTP header on every request (http mode; repeatable).
+    --read URI: read a resource after listing (repeatable).
+    --prompt NAME JSON: get a prompt with these arguments after listing (repeatable).
 
 Prints one JSON object: {"server": name, "tools": [names], "calls": [{name, is_error, text,
-structured} | {name, error}]}.
+structured} | {name, error}], "resources": [uris], "templates": [uri templates], "prompts":
+[names], "reads": [{uri, text} | {uri, error}], "got_prompts": [{name, messages} | {name,
+error}]}. The last five are present when the server offers resources (or prompts).
 """
 
 import asyncio
@@ -22,6 +26,10 @@ CALL_TIMEOUT = None
 HEADERS = {}
 
 
+READS = []
+PROMPTS = []
+
+
 def parse(argv):
     mode, rest = argv[0], argv[1:]
     calls, target = [], []
@@ -35,6 +43,12 @@ def parse(argv):
             name, _, value = rest[i + 1].partition(":")
             HEADERS[name.strip()] = value.strip()
             i += 2
+        elif rest[i] == "--read":
+            READS.append(rest[i + 1])
+            i += 2
+        elif rest[i] == "--prompt":
+            PROMPTS.append((rest[i + 1], json.loads(rest[i + 2])))
+            i += 3
         elif rest[i] == "--call":
             calls.append((rest[i + 1], json.loads(rest[i + 2])))
             i += 3
@@ -62,6 +76,28 @@ async def session_run(read, write, calls):
                 )
             except Exception as e:  # noqa: BLE001 - the test wants every failure as data
                 out["calls"].append({"name": name, "error": str(e)})
+        caps = init.capabilities
+        if caps.resources is not None:
+            out["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
+            templates = (await session.list_resource_templates()).resource_templates
+            out["templates"] = [t.uri_template for t in templates]
+            out["reads"] = []
+            for uri in READS:
+                try:
+                    r = await session.read_resource(uri)
+                    text = "\n".join(getattr(c, "text", "") for c in r.contents)
+                    out["reads"].append({"uri": uri, "text": text})
+                except Exception as e:  # noqa: BLE001
+                    out["reads"].append({"uri": uri, "error": str(e)})
+        if caps.prompts is not None:
+            out["prompts"] = [p.name for p in (await session.list_prompts()).prompts]
+            out["got_prompts"] = []
+            for name, args in PROMPTS:
+                try:
+                    r = await session.get_prompt(name, args)
+                    out["got_prompts"].append({"name": name, "messages": len(r.messages)})
+                except Exception as e:  # noqa: BLE001
+                    out["got_prompts"].append({"name": name, "error": str(e)})
         return out
 
 

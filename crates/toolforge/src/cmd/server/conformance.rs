@@ -16,12 +16,30 @@ pub struct Args {
     /// Host allow-list (DNS-rebinding protection).
     #[arg(long, default_value = "127.0.0.1", requires = "port")]
     host: String,
+    /// Visibility of the fixture's tools, resources and prompts (stdio only: the HTTP fixture
+    /// is the conformance suite's target and serves everything).
+    #[command(flatten)]
+    visibility: crate::cmd::visibility::VisibilityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let visibility = args.visibility.config()?;
     let Some(port) = args.port else {
-        return toolforge_conformance::serve_stdio().await;
+        if visibility.is_open() {
+            return toolforge_conformance::serve_stdio().await;
+        }
+        let handler = toolforge_gateway::visible::Filtered::new(
+            toolforge_conformance::Fixture,
+            "conformance",
+            std::sync::Arc::new(visibility),
+        );
+        return toolforge_gateway::visible::serve_handler_stdio(handler).await;
     };
+    anyhow::ensure!(
+        visibility.is_open(),
+        "visibility flags and MCP_*_TOOLS/TAGS apply to the stdio fixture only; \
+         the HTTP fixture serves the conformance suite everything"
+    );
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), port))
         .await
         .with_context(|| format!("cannot bind {}:{port}", args.host))?;
