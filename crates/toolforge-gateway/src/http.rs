@@ -105,13 +105,12 @@ pub fn tool_rows(shared: &Shared) -> Vec<ToolRow> {
 /// request's query and `x-mcp-*` headers).
 #[must_use]
 pub fn tool_rows_for(shared: &Shared, request: &RequestChannels) -> Vec<ToolRow> {
-    let catalog = shared.pool.catalog();
-    let visible = shared.visibility.resolve(&catalog, request);
+    let scope = shared.scope(request);
     let presentation = shared.presentation();
     let mut rows = Vec::new();
     for exposed in presentation.tools() {
-        for member in exposed.members.iter().filter(|m| visible.allows(m)) {
-            if let Some(tool) = catalog.get(member) {
+        for member in &exposed.members {
+            if let Some(tool) = scope.get(member) {
                 rows.push(ToolRow {
                     server: tool.server.clone(),
                     name: tool.name.clone(),

@@ -32,7 +32,7 @@ use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
-use crate::visible::VisibilityConfig;
+use crate::visible::{PreparedCache, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
 
@@ -80,6 +80,8 @@ pub struct Shared {
     embedder: HashingEmbedder,
     /// The operator's visibility (env and CLI); requests narrow it.
     pub visibility: Arc<VisibilityConfig>,
+    /// The current catalog prepared for per-request visibility.
+    prepared: PreparedCache,
     pub tool_mode: ToolMode,
 }
 
@@ -124,6 +126,7 @@ impl Shared {
             next_session: std::sync::atomic::AtomicU64::new(1),
             embedder: HashingEmbedder::default(),
             visibility: Arc::new(visibility),
+            prepared: PreparedCache::default(),
             tool_mode,
         });
         let weak = Arc::downgrade(&shared);
@@ -308,6 +311,14 @@ impl Shared {
         (with_resources.len() == 1).then(|| with_resources[0].clone())
     }
 
+    /// What a request with these channels may see of the pool's current catalog (prepared
+    /// once per catalog generation).
+    #[must_use]
+    pub fn scope(&self, request: &crate::visible::RequestChannels) -> Scope {
+        let prepared = self.prepared.get(self.pool.shared_catalog());
+        self.visibility.scope(prepared, request)
+    }
+
     /// Each server's configured tags (they apply to its resources and prompts too).
     fn server_tags(&self) -> std::collections::HashMap<String, Vec<String>> {
         self.pool
@@ -425,11 +436,9 @@ impl Gateway {
 impl Gateway {
     /// What this request may see: the operator's channels narrowed by the session's query and
     /// this request's headers.
-    fn visible(&self, ctx: &RequestContext<RoleServer>) -> toolforge_select::visibility::Visible {
+    fn scope(&self, ctx: &RequestContext<RoleServer>) -> Scope {
         let channels = crate::visible::session_channels(&self.session_query, ctx);
-        self.shared
-            .visibility
-            .resolve(&self.shared.pool.catalog(), &channels)
+        self.shared.scope(&channels)
     }
 
     /// Keeps the items (each with its server) this request may see; `names` gives the names a
@@ -543,15 +552,7 @@ impl Gateway {
     /// The catalog this request may see; the pool's own when nothing restricts it (the common
     /// case, and the cheap one).
     fn visible_catalog(&self, ctx: &RequestContext<RoleServer>) -> toolforge_select::Catalog {
-        let channels = crate::visible::session_channels(&self.session_query, ctx);
-        let catalog = self.shared.pool.catalog();
-        if self.shared.visibility.is_open() && channels.is_empty() {
-            return catalog;
-        }
-        self.shared
-            .visibility
-            .resolve(&catalog, &channels)
-            .catalog(&catalog)
+        self.scope(ctx).catalog()
     }
 
     /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
@@ -571,16 +572,12 @@ impl Gateway {
             .and_then(Value::as_u64)
             .map_or(10, |n| usize::try_from(n).unwrap_or(MAX_SEARCH_RESULTS))
             .clamp(1, MAX_SEARCH_RESULTS);
-        let visible = self.visible(ctx);
-        let catalog = self.shared.pool.catalog();
+        let scope = self.scope(ctx);
         let presentation = self.shared.presentation();
         let offered: Vec<(&toolforge_select::ExposedTool, &toolforge_select::Tool)> = presentation
             .tools()
             .iter()
-            .filter_map(|e| {
-                let member = e.members.iter().find(|m| visible.allows(m))?;
-                Some((e, catalog.get(member)?))
-            })
+            .filter_map(|e| e.members.iter().find_map(|m| Some((e, scope.get(m)?))))
             .collect();
         let tools: Vec<&toolforge_select::Tool> = offered.iter().map(|(_, t)| *t).collect();
         let index = toolforge_select::rank::Bm25Index::from_tools(&tools);
@@ -723,11 +720,8 @@ impl ServerHandler for Gateway {
         let tools = if self.shared.visibility.is_open() && channels.is_empty() {
             self.shared.tool_list()
         } else {
-            let visible = self
-                .shared
-                .visibility
-                .resolve(&self.shared.pool.catalog(), &channels);
-            self.shared.visible_tool_list(&|id| visible.allows(id))
+            let scope = self.shared.scope(&channels);
+            self.shared.visible_tool_list(&|id| scope.allows(id))
         };
         Ok(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {

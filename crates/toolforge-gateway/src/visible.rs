@@ -12,6 +12,7 @@
 // The wrapper passes the legacy logging and subscription methods through unchanged.
 #![allow(deprecated)]
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -25,7 +26,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use toolforge_select::visibility::{
-    Channels, Component, Policy, Visible, resolve, resolve_components,
+    Channels, Component, Policy, Verdicts, VisibilityIndex, Visible, resolve, resolve_components,
+    verdicts_with_index,
 };
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
@@ -137,6 +139,31 @@ impl VisibilityConfig {
         visible
     }
 
+    /// What `request` may see of a prepared catalog: every tool's verdict, through the
+    /// catalog's index (no per-request indexing, no per-tool id). Warnings are logged.
+    #[must_use]
+    pub fn scope(&self, prepared: Arc<Prepared>, request: &RequestChannels) -> Scope {
+        if self.is_open() && request.is_empty() {
+            return Scope {
+                prepared,
+                verdicts: None,
+            };
+        }
+        let verdicts = verdicts_with_index(
+            &prepared.catalog,
+            prepared.index(),
+            &self.channels(request),
+            &self.policy,
+        );
+        for w in &verdicts.warnings {
+            tracing::warn!("visibility: {w}");
+        }
+        Scope {
+            prepared,
+            verdicts: Some(Arc::new(verdicts)),
+        }
+    }
+
     /// Which of `components` (resources, templates, prompts) `request` may see, in order:
     /// every one when nothing restricts.
     #[must_use]
@@ -165,6 +192,144 @@ impl VisibilityConfig {
             channels = channels.with_header_pairs(&request.headers);
         }
         channels
+    }
+}
+
+/// A catalog prepared for per-request visibility, built once per catalog generation: its
+/// search index and each tool's position, so a request decides every tool's verdict without
+/// naming any, and a lookup by id is a hash probe.
+pub struct Prepared {
+    pub catalog: Arc<Catalog>,
+    /// Built on the first restricted request: an unrestricted gateway never pays for it.
+    index: std::sync::OnceLock<VisibilityIndex>,
+    /// Id -> (server index, tool index within the server, position in catalog order).
+    positions: HashMap<ToolId, (usize, usize, usize)>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("tools", &self.positions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared {
+    #[must_use]
+    pub fn new(catalog: Arc<Catalog>) -> Self {
+        let mut positions = HashMap::with_capacity(catalog.len());
+        let mut flat = 0;
+        for (s, server) in catalog.servers.iter().enumerate() {
+            for (t, tool) in server.tools.iter().enumerate() {
+                positions.entry(tool.id()).or_insert((s, t, flat));
+                flat += 1;
+            }
+        }
+        Self {
+            index: std::sync::OnceLock::new(),
+            catalog,
+            positions,
+        }
+    }
+
+    fn index(&self) -> &VisibilityIndex {
+        self.index
+            .get_or_init(|| VisibilityIndex::new(&self.catalog))
+    }
+
+    /// The tool with this id.
+    #[must_use]
+    pub fn get(&self, id: &ToolId) -> Option<&Tool> {
+        let &(s, t, _) = self.positions.get(id)?;
+        self.catalog.servers.get(s)?.tools.get(t)
+    }
+}
+
+/// One [`Prepared`] for the pool's current catalog, rebuilt when the catalog changes (the pool
+/// hands out the same `Arc` until a server's list changes). Building is single-flight.
+#[derive(Debug, Default)]
+pub struct PreparedCache(Mutex<Option<Arc<Prepared>>>);
+
+impl PreparedCache {
+    /// The prepared form of `catalog`, from the cache when it is the one last prepared.
+    pub fn get(&self, catalog: Arc<Catalog>) -> Arc<Prepared> {
+        let mut slot = self.0.lock();
+        if let Some(prepared) = slot.as_ref()
+            && Arc::ptr_eq(&prepared.catalog, &catalog)
+        {
+            return prepared.clone();
+        }
+        let prepared = Arc::new(Prepared::new(catalog));
+        *slot = Some(prepared.clone());
+        prepared
+    }
+}
+
+/// What one request may see of a [`Prepared`] catalog.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub prepared: Arc<Prepared>,
+    /// `None`: nothing restricts the request, every tool is visible.
+    verdicts: Option<Arc<Verdicts>>,
+}
+
+impl Scope {
+    /// True when the tool exists and the request may see it.
+    #[must_use]
+    pub fn allows(&self, id: &ToolId) -> bool {
+        let Some(&(_, _, i)) = self.prepared.positions.get(id) else {
+            return false;
+        };
+        self.verdicts.as_ref().is_none_or(|v| v.shows(i))
+    }
+
+    /// The visible tool with this id.
+    #[must_use]
+    pub fn get(&self, id: &ToolId) -> Option<&Tool> {
+        if self.allows(id) {
+            self.prepared.get(id)
+        } else {
+            None
+        }
+    }
+
+    /// The catalog narrowed to the visible tools (every server stays; declared overlap groups
+    /// keep only visible members).
+    #[must_use]
+    pub fn catalog(&self) -> Catalog {
+        let base = &self.prepared.catalog;
+        let Some(verdicts) = &self.verdicts else {
+            return (**base).clone();
+        };
+        let mut i = 0;
+        let servers = base
+            .servers
+            .iter()
+            .map(|s| ServerEntry {
+                name: s.name.clone(),
+                tags: s.tags.clone(),
+                aliases: s.aliases.clone(),
+                tools: s
+                    .tools
+                    .iter()
+                    .filter(|_| {
+                        i += 1;
+                        verdicts.shows(i - 1)
+                    })
+                    .cloned()
+                    .collect(),
+            })
+            .collect();
+        let overlaps = base
+            .overlaps
+            .iter()
+            .filter_map(|(key, members)| {
+                let members: Vec<ToolId> =
+                    members.iter().filter(|m| self.allows(m)).cloned().collect();
+                (!members.is_empty()).then(|| (key.clone(), members))
+            })
+            .collect();
+        Catalog { servers, overlaps }
     }
 }
 
@@ -533,4 +698,116 @@ pub async fn serve_handler_http<H: ServerHandler + Clone>(
     )
     .with_graceful_shutdown(async move { cancel.cancelled().await })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolforge_select::visibility::ChannelInput;
+
+    fn catalog() -> Catalog {
+        let tool = |server: &str, name: &str, tags: &[&str]| {
+            let mut def = serde_json::Map::new();
+            def.insert("name".into(), name.into());
+            let mut tool = Tool::from_mcp(server, def, &[]).unwrap();
+            tool.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+            tool
+        };
+        let server = |name: &str, tools| ServerEntry {
+            name: name.into(),
+            tags: Vec::new(),
+            aliases: Vec::new(),
+            tools,
+        };
+        Catalog::new(
+            vec![
+                server(
+                    "git",
+                    vec![
+                        tool("git", "git_log", &["read-only"]),
+                        tool("git", "git_push", &["write"]),
+                    ],
+                ),
+                server(
+                    "fs",
+                    vec![
+                        tool("fs", "read_file", &["read-only"]),
+                        tool("fs", "write_file", &["write"]),
+                    ],
+                ),
+            ],
+            vec![(
+                "read".into(),
+                vec![
+                    ToolId::new("git", "git_log"),
+                    ToolId::new("fs", "read_file"),
+                ],
+            )],
+        )
+        .unwrap()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_scope_decides_as_resolve_does() {
+        let config = VisibilityConfig {
+            operator: Channels::operator(
+                ChannelInput::default(),
+                ChannelInput::from_cli(None, Some("git_push"), None, None).unwrap(),
+            ),
+            policy: Policy::default(),
+        };
+        let catalog = Arc::new(catalog());
+        let prepared = Arc::new(Prepared::new(catalog.clone()));
+        let requests = [
+            RequestChannels::default(),
+            RequestChannels {
+                query: pairs(&[("tags", "read-only")]),
+                headers: Vec::new(),
+            },
+            RequestChannels {
+                query: Vec::new(),
+                headers: pairs(&[("x-mcp-disabled-tools", "fs/read_file")]),
+            },
+            RequestChannels {
+                query: pairs(&[("q", "write file")]),
+                headers: Vec::new(),
+            },
+        ];
+        for request in &requests {
+            let visible = config.resolve(&catalog, request);
+            let scope = config.scope(prepared.clone(), request);
+            for tool in catalog.tools() {
+                assert_eq!(
+                    scope.allows(&tool.id()),
+                    visible.allows(&tool.id()),
+                    "{request:?}"
+                );
+                assert_eq!(scope.get(&tool.id()).is_some(), visible.allows(&tool.id()));
+            }
+            assert_eq!(scope.catalog(), visible.catalog(&catalog), "{request:?}");
+        }
+        let scope = config.scope(prepared, &requests[0]);
+        assert!(
+            !scope.allows(&ToolId::new("git", "git_push")),
+            "the operator's deny"
+        );
+        assert!(!scope.allows(&ToolId::new("git", "no_such_tool")));
+    }
+
+    #[test]
+    fn the_cache_prepares_each_catalog_once() {
+        let cache = PreparedCache::default();
+        let first = Arc::new(catalog());
+        let a = cache.get(first.clone());
+        assert!(Arc::ptr_eq(&a, &cache.get(first.clone())));
+        let next = Arc::new(catalog());
+        let b = cache.get(next.clone());
+        assert!(!Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&b.catalog, &next));
+    }
 }

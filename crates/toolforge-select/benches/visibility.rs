@@ -12,9 +12,12 @@
 //!    `resolve`);
 //! 3. `request_deny_query_no_list`: the same without the `tools=` list, so the search ranks every
 //!    tool the operator leaves visible (the worst case for search: BM25 over thousands of tools);
-//! 4. `part_bm25_index_visible`, the part of 3 that search costs: building the BM25 index over
+//! 4. `indexed_*`: cases 1-3 as the gateway runs them, through a `VisibilityIndex` built once
+//!    per catalog and answering each tool's verdict by position (`verdicts_with_index`), so no
+//!    per-request id is built for the 10,000 tools;
+//! 5. `part_bm25_index_visible`, the part of 3 that search costs: building the BM25 index over
 //!    the tools the operator leaves visible and ranking the query, as `resolve` does per request;
-//! 5. baselines in the same run, so figures read as ratios: `baseline_iter_catalog` (walk every
+//! 6. baselines in the same run, so figures read as ratios: `baseline_iter_catalog` (walk every
 //!    tool once, reading its tags) and `baseline_collect_ids` (collect every tool's id, which
 //!    `resolve` must do anyway since its answer names every tool, visible or hidden).
 //!
@@ -29,7 +32,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group};
 use serde_json::{Map, Value, json};
 use toolforge_select::rank::Bm25Index;
-use toolforge_select::visibility::{self, ChannelInput, Channels, Policy, Visible};
+use toolforge_select::visibility::{
+    self, ChannelInput, Channels, Policy, Verdicts, VisibilityIndex, Visible,
+};
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
 const SERVERS: usize = 100;
@@ -252,6 +257,29 @@ fn per_request(
     query: &[(String, String)],
     headers: &[(String, String)],
 ) -> Visible {
+    visibility::resolve(catalog, &request_channels(operator, query, headers), policy)
+}
+
+/// [`per_request`] as the gateway runs it: through the catalog's [`VisibilityIndex`], each
+/// tool's verdict by position (the gateway keeps the catalog, so it names no tool).
+fn per_request_indexed(
+    s: &Setup,
+    query: &[(String, String)],
+    headers: &[(String, String)],
+) -> Verdicts {
+    let channels = request_channels(&s.operator, query, headers);
+    visibility::verdicts_with_index(&s.catalog, &s.index, &channels, &s.policy)
+}
+
+fn shown(verdicts: &Verdicts) -> usize {
+    verdicts.reasons.iter().filter(|r| r.is_none()).count()
+}
+
+fn request_channels(
+    operator: &Channels,
+    query: &[(String, String)],
+    headers: &[(String, String)],
+) -> Channels {
     let mut channels = operator.clone();
     if !query.is_empty() {
         channels = channels.with_query_pairs(query);
@@ -259,11 +287,13 @@ fn per_request(
     if !headers.is_empty() {
         channels = channels.with_header_pairs(headers);
     }
-    visibility::resolve(catalog, &channels, policy)
+    channels
 }
 
 struct Setup {
     catalog: Catalog,
+    /// Built once per catalog, as the gateway keeps one per catalog generation.
+    index: VisibilityIndex,
     /// The tools the operator's channels leave visible: what a search without a `tools=` list
     /// indexes.
     operator_visible: Vec<Tool>,
@@ -284,6 +314,7 @@ fn setup() -> Setup {
         .cloned()
         .collect();
     Setup {
+        index: VisibilityIndex::new(&catalog),
         catalog,
         operator_visible,
         operator,
@@ -330,6 +361,25 @@ fn cases() -> Vec<Case> {
             }),
         ),
         (
+            "indexed_operator_only",
+            Box::new(|s: &Setup| {
+                shown(&visibility::verdicts_with_index(
+                    &s.catalog,
+                    &s.index,
+                    &s.operator,
+                    &s.policy,
+                ))
+            }),
+        ),
+        (
+            "indexed_request_tools_deny_query",
+            Box::new(|s: &Setup| shown(&per_request_indexed(s, &s.query, &s.headers))),
+        ),
+        (
+            "indexed_request_deny_query_no_list",
+            Box::new(|s: &Setup| shown(&per_request_indexed(s, &[], &s.headers))),
+        ),
+        (
             "part_bm25_index_visible",
             Box::new(|s: &Setup| {
                 let docs: Vec<&Tool> = s.operator_visible.iter().collect();
@@ -359,6 +409,12 @@ fn check(s: &Setup) {
     let wide = per_request(&s.catalog, &s.operator, &s.policy, &[], &s.headers);
     assert_eq!(wide.query_matched, Some(true));
     assert_eq!(wide.tools.len(), s.policy.search_limit);
+    // The indexed verdicts are the same decisions.
+    for (query, headers) in [(&s.query[..], &s.headers[..]), (&[], &s.headers[..])] {
+        let named = per_request(&s.catalog, &s.operator, &s.policy, query, headers);
+        let verdicts = per_request_indexed(s, query, headers).into_visible(&s.catalog);
+        assert_eq!(named, verdicts);
+    }
     println!(
         "scenario: {} tools; operator leaves {}; tools= list + header deny + query leaves {}; \
          header deny + query without a list leaves {} (search limit)",

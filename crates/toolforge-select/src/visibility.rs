@@ -885,7 +885,7 @@ impl<'a> Matcher<'a> {
 /// [`VisibilityIndex`] once and call [`resolve_with_index`]: same answer, without indexing
 /// tools per request.
 pub fn resolve(catalog: &Catalog, channels: &Channels, policy: &Policy) -> Visible {
-    resolve_inner(catalog, None, channels, policy)
+    resolve_inner(catalog, None, channels, policy).into_visible(catalog)
 }
 
 /// [`resolve`] with a search index built once for `catalog` ([`VisibilityIndex::new`]): the
@@ -898,8 +898,59 @@ pub fn resolve_with_index(
     channels: &Channels,
     policy: &Policy,
 ) -> Visible {
+    verdicts_with_index(catalog, index, channels, policy).into_visible(catalog)
+}
+
+/// [`resolve_with_index`] without naming the tools: each one's verdict by catalog position,
+/// for a caller that keeps the catalog (the gateway, per request). The same decisions, without
+/// the cost of building an id for every tool of a large catalog.
+pub fn verdicts_with_index(
+    catalog: &Catalog,
+    index: &VisibilityIndex,
+    channels: &Channels,
+    policy: &Policy,
+) -> Verdicts {
     let index = (index.len() == catalog.len()).then_some(index);
     resolve_inner(catalog, index, channels, policy)
+}
+
+/// Each tool's verdict, in catalog order: what [`Visible`] says, by position.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdicts {
+    /// `None` for a visible tool, else the rule that hid it.
+    pub reasons: Vec<Option<Reason>>,
+    /// Channels ignored because they did not parse (log these).
+    pub warnings: Vec<String>,
+    /// `None` without a query; `Some(false)` when a query matched nothing and was dropped.
+    pub query_matched: Option<bool>,
+}
+
+impl Verdicts {
+    /// True when the tool at catalog position `i` is visible.
+    pub fn shows(&self, i: usize) -> bool {
+        matches!(self.reasons.get(i), Some(None))
+    }
+
+    /// The verdicts with every tool named, for the catalog they were decided over.
+    pub fn into_visible(self, catalog: &Catalog) -> Visible {
+        let hidden = self.reasons.iter().filter(|r| r.is_some()).count();
+        let mut visible = Visible {
+            tools: Vec::with_capacity(self.reasons.len() - hidden),
+            hidden: Vec::with_capacity(hidden),
+            warnings: self.warnings,
+            query_matched: self.query_matched,
+        };
+        for (tool, reason) in catalog.tools().zip(self.reasons) {
+            match reason {
+                None => visible.tools.push(tool.id()),
+                Some(reason) => visible.hidden.push(Hidden {
+                    tool: tool.id(),
+                    reason,
+                }),
+            }
+        }
+        visible
+    }
 }
 
 /// A resource, resource template or prompt, as visibility sees it (S1-61: the filters apply to
@@ -998,7 +1049,7 @@ pub fn resolve_components(
     {
         input.query = None;
     }
-    let visible = resolve_inner(&catalog, None, &channels, policy);
+    let visible = resolve_inner(&catalog, None, &channels, policy).into_visible(&catalog);
     let denied: HashSet<&ToolId> = visible
         .hidden
         .iter()
@@ -1028,7 +1079,7 @@ fn resolve_inner<'a>(
     index: Option<&VisibilityIndex>,
     channels: &'a Channels,
     policy: &Policy,
-) -> Visible {
+) -> Verdicts {
     let tools: Vec<&Tool> = catalog.tools().collect();
     let mut warnings = Vec::new();
     let mut operator_invalid = None;
@@ -1046,15 +1097,8 @@ fn resolve_inner<'a>(
         }
     }
     if let Some(channel) = operator_invalid {
-        return Visible {
-            tools: Vec::new(),
-            hidden: tools
-                .iter()
-                .map(|t| Hidden {
-                    tool: t.id(),
-                    reason: Reason::OperatorChannelInvalid { channel },
-                })
-                .collect(),
+        return Verdicts {
+            reasons: vec![Some(Reason::OperatorChannelInvalid { channel }); tools.len()],
             warnings,
             query_matched: None,
         };
@@ -1162,23 +1206,11 @@ fn resolve_inner<'a>(
         }
     }
 
-    let hidden = reasons.iter().filter(|r| r.is_some()).count();
-    let mut visible = Visible {
-        tools: Vec::with_capacity(tools.len() - hidden),
-        hidden: Vec::with_capacity(hidden),
+    Verdicts {
+        reasons,
         warnings,
         query_matched,
-    };
-    for (tool, reason) in tools.iter().zip(reasons) {
-        match reason {
-            None => visible.tools.push(tool.id()),
-            Some(reason) => visible.hidden.push(Hidden {
-                tool: tool.id(),
-                reason,
-            }),
-        }
     }
-    visible
 }
 
 #[cfg(test)]
