@@ -32,7 +32,7 @@ use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
-use crate::visible::{PreparedCache, Scope, VisibilityConfig};
+use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
 
@@ -68,12 +68,22 @@ pub const SELECTION_META_KEY: &str = "toolforge/selection";
 /// A session subscribed to a resource: its id and its peer.
 type Subscriber = (u64, Peer<RoleServer>);
 
+/// The channels of a session's last `tools/list` (`None` until it lists).
+type Listed = Arc<Mutex<Option<RequestChannels>>>;
+
+/// One live session: its peer, and what it last listed tools with.
+struct Session {
+    peer: Peer<RoleServer>,
+    listed: Listed,
+}
+
 /// State shared by every session of one gateway.
 pub struct Shared {
     pub pool: Arc<Pool>,
     pub namespace: Namespace,
-    presentation: RwLock<Arc<Presentation>>,
-    sessions: Mutex<Vec<Peer<RoleServer>>>,
+    /// The presentation sessions list, and the catalog it was built from.
+    presentation: RwLock<(Arc<Presentation>, Arc<toolforge_select::Catalog>)>,
+    sessions: Mutex<Vec<Session>>,
     /// uri -> sessions (id, peer) subscribed to it.
     subscriptions: Mutex<BTreeMap<String, Vec<Subscriber>>>,
     next_session: std::sync::atomic::AtomicU64,
@@ -116,7 +126,8 @@ impl Shared {
         visibility: VisibilityConfig,
         tool_mode: ToolMode,
     ) -> Arc<Self> {
-        let presentation = Arc::new(Presentation::new(&pool.catalog(), namespace));
+        let catalog = pool.shared_catalog();
+        let presentation = (Arc::new(Presentation::new(&catalog, namespace)), catalog);
         let shared = Arc::new(Self {
             pool,
             namespace,
@@ -152,29 +163,101 @@ impl Shared {
     /// The current presentation.
     #[must_use]
     pub fn presentation(&self) -> Arc<Presentation> {
-        self.presentation.read().clone()
+        self.presentation.read().0.clone()
     }
 
     fn live_sessions(&self) -> Vec<Peer<RoleServer>> {
         let mut sessions = self.sessions.lock();
-        sessions.retain(|p| !p.is_transport_closed());
-        sessions.clone()
+        sessions.retain(|s| !s.peer.is_transport_closed());
+        sessions.iter().map(|s| s.peer.clone()).collect()
+    }
+
+    /// The exposed tools a `tools/list` with `channels` answers from `presentation` over
+    /// `prepared` (the names, descriptions and schemas a client sees; search mode lists the
+    /// pinned ones beside its two meta-tools).
+    fn listed<'p>(
+        &self,
+        presentation: &'p Presentation,
+        prepared: &'p Arc<Prepared>,
+        channels: &RequestChannels,
+    ) -> Vec<(
+        &'p toolforge_select::ExposedTool,
+        Vec<&'p toolforge_select::Tool>,
+    )> {
+        let scope = self.visibility.scope(prepared.clone(), channels);
+        presentation
+            .tools()
+            .iter()
+            .filter(|e| match &self.tool_mode {
+                ToolMode::Direct => true,
+                ToolMode::Search { pinned } => pinned.contains(&e.name),
+            })
+            .filter_map(|e| {
+                // The members' own definitions too: a single-member tool is re-exposed with
+                // its server's definition (title, annotations, output schema).
+                let members: Vec<&toolforge_select::Tool> = e
+                    .members
+                    .iter()
+                    .filter(|m| scope.allows(m))
+                    .filter_map(|m| prepared.get(m))
+                    .collect();
+                (!members.is_empty()).then_some((e, members))
+            })
+            .collect()
+    }
+
+    /// Sends `tools/list_changed` to each session whose listed tools differ between the old
+    /// presentation and the new one, judged with the channels of its last `tools/list` (a
+    /// session that has not listed yet is told too).
+    async fn notify_tools_changed(
+        &self,
+        old: (&Presentation, Arc<toolforge_select::Catalog>),
+        new: (&Presentation, Arc<toolforge_select::Catalog>),
+    ) {
+        let sessions: Vec<(Peer<RoleServer>, Option<RequestChannels>)> = {
+            let mut sessions = self.sessions.lock();
+            sessions.retain(|s| !s.peer.is_transport_closed());
+            sessions
+                .iter()
+                .map(|s| (s.peer.clone(), s.listed.lock().clone()))
+                .collect()
+        };
+        let old_prepared = Arc::new(Prepared::new(old.1));
+        let new_prepared = self.prepared.get(new.1);
+        // Sessions usually share a few scopes: each is judged once.
+        let mut judged: Vec<(RequestChannels, bool)> = Vec::new();
+        for (peer, channels) in sessions {
+            let changed = match channels {
+                None => true,
+                Some(channels) => {
+                    if let Some((_, changed)) = judged.iter().find(|(c, _)| *c == channels) {
+                        *changed
+                    } else {
+                        let changed = self.listed(old.0, &old_prepared, &channels)
+                            != self.listed(new.0, &new_prepared, &channels);
+                        judged.push((channels, changed));
+                        changed
+                    }
+                }
+            };
+            if changed {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+        }
     }
 
     async fn on_event(&self, event: PoolEvent) {
         match event {
             PoolEvent::ToolsChanged { .. } | PoolEvent::StateChanged { .. } => {
-                let fresh = Presentation::new(&self.pool.catalog(), self.namespace);
-                let changed = {
+                let catalog = self.pool.shared_catalog();
+                let fresh = Arc::new(Presentation::new(&catalog, self.namespace));
+                let old = {
                     let mut current = self.presentation.write();
-                    let changed = current.tools() != fresh.tools();
-                    *current = Arc::new(fresh);
-                    changed
+                    std::mem::replace(&mut *current, (fresh.clone(), catalog.clone()))
                 };
-                if changed {
-                    for peer in self.live_sessions() {
-                        let _ = peer.notify_tool_list_changed().await;
-                    }
+                if old.0.tools() != fresh.tools() || old.1.tools().ne(catalog.tools()) {
+                    self.notify_tools_changed((&old.0, old.1), (&fresh, catalog))
+                        .await;
                 }
             }
             PoolEvent::ResourcesChanged { .. } => {
@@ -415,6 +498,8 @@ pub struct Gateway {
     history: Arc<Mutex<Vec<ToolId>>>,
     /// The query string of the session's first request (its visibility scope).
     session_query: crate::visible::SessionScope,
+    /// The channels of this session's last `tools/list`.
+    listed: Listed,
 }
 
 impl Gateway {
@@ -429,6 +514,7 @@ impl Gateway {
             session,
             history: Arc::new(Mutex::new(Vec::new())),
             session_query: Arc::new(Mutex::new(None)),
+            listed: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -708,7 +794,10 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.shared.sessions.lock().push(ctx.peer);
+        self.shared.sessions.lock().push(Session {
+            peer: ctx.peer,
+            listed: self.listed.clone(),
+        });
     }
 
     async fn list_tools(
@@ -717,6 +806,7 @@ impl ServerHandler for Gateway {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let channels = crate::visible::session_channels(&self.session_query, &ctx);
+        self.listed.lock().clone_from(&Some(channels.clone()));
         let tools = if self.shared.visibility.is_open() && channels.is_empty() {
             self.shared.tool_list()
         } else {

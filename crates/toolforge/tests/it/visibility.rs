@@ -362,3 +362,44 @@ async fn the_wrapper_filters_resources_and_prompts_over_stdio() {
         "{out}"
     );
 }
+
+#[tokio::test]
+async fn list_changed_reaches_only_sessions_whose_tools_changed() {
+    let python = crate::tool("venv/bin/python");
+    let script = crate::root().join("crates/toolforge/tests/python/misbehaving_server.py");
+    let config = json!({"mcpServers": {"paged": {"command": python, "args": [script]}}});
+    let served = Served::start(&config).await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    let client = crate::root().join("crates/toolforge/tests/python/list_changed_client.py");
+    let out = tokio::process::Command::new(crate::tool("venv/bin/python"))
+        .arg(client)
+        .arg(format!("{}?tools=echo", served.mcp()))
+        .arg(served.mcp())
+        .arg("grow")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), out)
+        .await
+        .expect("the client finished within 60 s")
+        .expect("the client ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let out: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    // `grow` added extra_4: the open session sees it and was told; the one scoped to `echo`
+    // lists the same tool as before and was not.
+    assert!(out["open"]["notified"].as_u64() >= Some(1), "{out}");
+    assert!(
+        out["open"]["after"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("extra_4")),
+        "{out}"
+    );
+    assert_eq!(out["scoped"]["before"], json!(["echo"]), "{out}");
+    assert_eq!(out["scoped"]["after"], json!(["echo"]), "{out}");
+    assert_eq!(out["scoped"]["notified"], 0, "{out}");
+}
