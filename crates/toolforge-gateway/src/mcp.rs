@@ -322,20 +322,22 @@ impl Shared {
     /// abstain without one) and this session's earlier calls.
     fn route_tool(
         &self,
-        catalog: &toolforge_select::Catalog,
+        scope: &Scope,
         name: &str,
-        arguments: &Value,
+        arguments: Option<&serde_json::Map<String, Value>>,
         prompt: &str,
-        history: &[ToolId],
+        history: &Mutex<Vec<ToolId>>,
     ) -> Option<Routed> {
         let presentation = self.presentation();
         match presentation.resolve(name)? {
-            Resolved::Direct(id) => catalog.get(&id).is_some().then_some(Routed {
+            Resolved::Direct(id) => scope.allows(&id).then_some(Routed {
                 id,
                 rule: "single-candidate",
                 alternatives: Vec::new(),
             }),
             Resolved::Group(group) => {
+                // Only a group call needs the visible catalog itself, for the selector.
+                let catalog = &scope.catalog();
                 let embed = |t: &str| self.embedder.embed_one(t);
                 let mut grader = Grader::new(catalog, &embed);
                 let first = group.members.iter().find(|m| catalog.get(m).is_some())?;
@@ -345,9 +347,10 @@ impl Shared {
                     tool_call: ToolCall {
                         server: first.server.clone(),
                         tool: first.name.clone(),
-                        arguments: arguments.clone(),
+                        arguments: Value::Object(arguments.cloned().unwrap_or_default()),
                     },
                     session: history
+                        .lock()
                         .iter()
                         .map(|h| SessionCall {
                             server: h.server.clone(),
@@ -635,12 +638,6 @@ impl Gateway {
         .ok_or_else(|| not_found("prompt", name))
     }
 
-    /// The catalog this request may see; the pool's own when nothing restricts it (the common
-    /// case, and the cheap one).
-    fn visible_catalog(&self, ctx: &RequestContext<RoleServer>) -> toolforge_select::Catalog {
-        self.scope(ctx).catalog()
-    }
-
     /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
     /// parameters), best first.
     fn search_tools(
@@ -694,18 +691,15 @@ impl Gateway {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = req.name.to_string();
-        let arguments = Value::Object(req.arguments.clone().unwrap_or_default());
         let prompt = ctx
             .meta
             .get(PROMPT_META_KEY)
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let history = self.history.lock().clone();
-        let visible = self.visible_catalog(&ctx);
+            .unwrap_or_default();
+        let scope = self.scope(&ctx);
         let routed = self
             .shared
-            .route_tool(&visible, &name, &arguments, &prompt, &history)
+            .route_tool(&scope, &name, req.arguments.as_ref(), prompt, &self.history)
             .ok_or_else(|| not_found("tool", &name))?;
         let id = routed.id.clone();
         req.name = id.name.clone().into();
