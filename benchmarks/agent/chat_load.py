@@ -66,9 +66,19 @@ def build_kind(binary):
 
 
 class Server:
-    def __init__(self, binary, workdir):
+    """`toolforge serve` on loopback. `servers` is its `mcpServers` map (default: the built-in
+    toolkit over stdio)."""
+
+    def __init__(self, binary, workdir, servers=None):
         self.binary = os.path.abspath(binary)
         self.workdir = workdir
+        self.servers = servers or {
+            "toolkit": {
+                "command": self.binary,
+                "args": ["server", "toolkit", "--stdio"],
+                "timeout": 30,
+            }
+        }
         self.traces = os.path.join(workdir, "traces.jsonl")
         self.log_path = os.path.join(workdir, "server.log")
         self.proc = None
@@ -78,18 +88,7 @@ class Server:
     def start(self, timeout=60.0):
         config = os.path.join(self.workdir, "mcp.servers.json")
         with open(config, "w") as f:
-            json.dump(
-                {
-                    "mcpServers": {
-                        "toolkit": {
-                            "command": self.binary,
-                            "args": ["server", "toolkit", "--stdio"],
-                            "timeout": 30,
-                        }
-                    }
-                },
-                f,
-            )
+            json.dump({"mcpServers": self.servers}, f)
         env = dict(os.environ)
         env.update(
             {

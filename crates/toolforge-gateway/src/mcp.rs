@@ -296,13 +296,25 @@ impl Shared {
     /// `visible` allows.
     pub fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<McpTool> {
         let presentation = self.presentation();
-        presentation
+        let shown: Vec<&toolforge_select::ExposedTool> = presentation
             .tools()
             .iter()
             .filter(|exposed| exposed.members.iter().any(visible))
+            .collect();
+        // A tool with one member is re-exposed with its server's own definition.
+        let singles: Vec<&ToolId> = shown
+            .iter()
+            .filter_map(|e| match e.members.as_slice() {
+                [only] => Some(only),
+                _ => None,
+            })
+            .collect();
+        let mut definitions = self.pool.tool_definitions(&singles).into_iter();
+        shown
+            .into_iter()
             .filter_map(|exposed| {
-                if let [only] = exposed.members.as_slice()
-                    && let Some(mut def) = self.pool.tool_definition(only)
+                if exposed.members.len() == 1
+                    && let Some(mut def) = definitions.next().flatten()
                 {
                     def.name = exposed.name.clone().into();
                     return Some(def);

@@ -546,6 +546,41 @@ impl Pool {
         lists.tools.iter().find(|t| t.name == id.name).cloned()
     }
 
+    /// [`Pool::tool_definition`] of many tools at once, in order: one lock and one pass per
+    /// server, so listing a server's thousands of tools stays linear.
+    #[must_use]
+    pub fn tool_definitions(&self, ids: &[&ToolId]) -> Vec<Option<McpTool>> {
+        let mut out: Vec<Option<McpTool>> = vec![None; ids.len()];
+        let mut by_server: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            by_server.entry(id.server.as_str()).or_default().push(i);
+        }
+        for (server, wanted) in by_server {
+            let Some(up) = self.upstream(server) else {
+                continue;
+            };
+            let lists = up.lists.read();
+            let find = |name: &str| lists.tools.iter().find(|t| t.name == name);
+            // A few names are found by scanning; many through a map built once.
+            if wanted.len() * 32 < lists.tools.len() {
+                for i in wanted {
+                    out[i] = find(&ids[i].name).cloned();
+                }
+                continue;
+            }
+            let index: HashMap<&str, &McpTool> = lists
+                .tools
+                .iter()
+                .rev() // the first of duplicate names wins, as in `tool_definition`
+                .map(|t| (t.name.as_ref(), t))
+                .collect();
+            for i in wanted {
+                out[i] = index.get(ids[i].name.as_str()).map(|t| (*t).clone());
+            }
+        }
+        out
+    }
+
     /// Resources of every ready server, in configuration order.
     #[must_use]
     pub fn resources(&self) -> Vec<(String, Resource)> {
