@@ -1008,7 +1008,7 @@ async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String>
             }
             let cfg =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-            let transport = StreamableHttpClientTransport::from_config(cfg);
+            let transport = StreamableHttpClientTransport::with_client(backend_http_client()?, cfg);
             up.relay
                 .clone()
                 .serve(transport)
@@ -1016,6 +1016,43 @@ async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String>
                 .map_err(|e| format!("initialize at {url} failed: {e}"))
         }
     }
+}
+
+/// Most redirects an HTTP backend may send one request through.
+const MAX_BACKEND_REDIRECTS: usize = 10;
+
+/// The HTTP client for one Streamable HTTP backend.
+///
+/// rmcp's default client turns connection pooling off, so every JSON-RPC message to a backend
+/// opened (and closed) a TCP connection: a third of a proxied call's cost. rmcp's worker reads
+/// each POST's event stream to its end once the response arrived, so a pooled connection comes
+/// back clean; with `TCP_NODELAY` no Nagle / delayed-ACK stall waits on the next request.
+/// Redirects are rmcp's rule: same-origin 307 and 308 only (they keep the method and the body,
+/// and never replay the session id or custom headers to another host).
+fn backend_http_client() -> Result<reqwest::Client, String> {
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_BACKEND_REDIRECTS {
+            attempt.error(format!("more than {MAX_BACKEND_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .redirect(redirects)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
 }
 
 async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Result<(), String> {

@@ -7,6 +7,7 @@ mod cache;
 mod cost_report;
 mod evals;
 mod faults;
+mod http_backend;
 mod inspector;
 mod overlaps;
 mod real_servers;
