@@ -70,6 +70,8 @@ type Subscriber = (u64, Peer<RoleServer>);
 
 /// The channels of a session's last `tools/list` (`None` until it lists).
 type Listed = Arc<Mutex<Option<RequestChannels>>>;
+/// A presentation, and each of its exposed tools' members as catalog positions.
+type MemberPositions = (Arc<Presentation>, Arc<[Box<[usize]>]>);
 
 /// One live session: its peer, and what it last listed tools with.
 struct Session {
@@ -92,6 +94,9 @@ pub struct Shared {
     pub visibility: Arc<VisibilityConfig>,
     /// The current catalog prepared for per-request visibility.
     prepared: PreparedCache,
+    /// Each exposed tool's members as catalog positions, for one presentation: a restricted
+    /// `tools/list` then checks positions instead of hashing every member's id.
+    member_positions: Mutex<Option<MemberPositions>>,
     pub tool_mode: ToolMode,
 }
 
@@ -138,6 +143,7 @@ impl Shared {
             embedder: HashingEmbedder::default(),
             visibility: Arc::new(visibility),
             prepared: PreparedCache::default(),
+            member_positions: Mutex::new(None),
             tool_mode,
         });
         let weak = Arc::downgrade(&shared);
@@ -295,11 +301,58 @@ impl Shared {
     /// The tools as MCP definitions, in presentation order, keeping those with a member
     /// `visible` allows.
     pub fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<McpTool> {
-        let presentation = self.presentation();
+        self.tool_list_where(&self.presentation(), &|_, exposed| {
+            exposed.members.iter().any(visible)
+        })
+    }
+
+    /// The tools a request's scope shows, as MCP definitions in presentation order.
+    pub fn scoped_tool_list(&self, scope: &Scope) -> Vec<McpTool> {
+        let (presentation, catalog) = self.presentation.read().clone();
+        if !Arc::ptr_eq(&catalog, &scope.prepared.catalog) {
+            // The pool's catalog changed and the presentation is not rebuilt yet.
+            return self.visible_tool_list(&|id| scope.allows(id));
+        }
+        let members = {
+            let mut slot = self.member_positions.lock();
+            match slot.as_ref() {
+                Some((built_for, members)) if Arc::ptr_eq(built_for, &presentation) => {
+                    members.clone()
+                }
+                _ => {
+                    let members: Arc<[Box<[usize]>]> = presentation
+                        .tools()
+                        .iter()
+                        .map(|e| {
+                            e.members
+                                .iter()
+                                .filter_map(|m| scope.prepared.position(m))
+                                .collect()
+                        })
+                        .collect();
+                    *slot = Some((presentation.clone(), members.clone()));
+                    members
+                }
+            }
+        };
+        self.tool_list_where(&presentation, &|k, _| {
+            members[k].iter().any(|&i| scope.shows(i))
+        })
+    }
+
+    /// The exposed tools `keep` accepts (given their index in the presentation), as MCP
+    /// definitions in presentation order.
+    fn tool_list_where(
+        &self,
+        presentation: &Presentation,
+        keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
+    ) -> Vec<McpTool> {
         let shown: Vec<&toolforge_select::ExposedTool> = presentation
             .tools()
             .iter()
-            .filter(|exposed| exposed.members.iter().any(visible))
+            .enumerate()
+            .filter(|(k, exposed)| keep(*k, exposed))
+            .map(|(_, exposed)| exposed)
             .collect();
         // A tool with one member is re-exposed with its server's own definition.
         let singles: Vec<&ToolId> = shown
@@ -817,7 +870,7 @@ impl ServerHandler for Gateway {
             self.shared.tool_list()
         } else {
             let scope = self.shared.scope(&channels);
-            self.shared.visible_tool_list(&|id| scope.allows(id))
+            self.shared.scoped_tool_list(&scope)
         };
         Ok(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {

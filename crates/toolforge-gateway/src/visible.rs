@@ -237,6 +237,12 @@ impl Prepared {
             .get_or_init(|| VisibilityIndex::new(&self.catalog))
     }
 
+    /// The tool's position in catalog order (what [`Scope::shows`] takes).
+    #[must_use]
+    pub fn position(&self, id: &ToolId) -> Option<usize> {
+        self.positions.get(id).map(|&(_, _, i)| i)
+    }
+
     /// The tool with this id.
     #[must_use]
     pub fn get(&self, id: &ToolId) -> Option<&Tool> {
@@ -277,10 +283,14 @@ impl Scope {
     /// True when the tool exists and the request may see it.
     #[must_use]
     pub fn allows(&self, id: &ToolId) -> bool {
-        let Some(&(_, _, i)) = self.prepared.positions.get(id) else {
-            return false;
-        };
-        self.verdicts.as_ref().is_none_or(|v| v.shows(i))
+        self.prepared.position(id).is_some_and(|i| self.shows(i))
+    }
+
+    /// True when the request may see the tool at this catalog position
+    /// ([`Prepared::position`]).
+    #[must_use]
+    pub fn shows(&self, position: usize) -> bool {
+        self.verdicts.as_ref().is_none_or(|v| v.shows(position))
     }
 
     /// The visible tool with this id.

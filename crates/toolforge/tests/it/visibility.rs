@@ -120,6 +120,31 @@ async fn query_headers_and_operator_denies_on_mcp_and_tools() {
 }
 
 #[tokio::test]
+async fn an_overlap_group_is_listed_while_any_member_is_visible() {
+    // Two toolkits: every tool name is shared, so each is one group of two members.
+    let toolkit = json!({"command": "toolforge", "args": ["server", "toolkit", "--stdio"]});
+    let served = Served::start(&json!({"mcpServers": {"a": toolkit.clone(), "b": toolkit}})).await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    let listed = |query: &str| {
+        let url = format!("{}?{query}", served.mcp());
+        async move { names(&python_client(&["http".into(), url]).await) }
+    };
+
+    assert_eq!(
+        listed("tools=a/sql_query,b/list_resources").await,
+        set(&["sql_query", "list_resources"])
+    );
+    let one_member_hidden = listed("disabled_tools=a/sql_query").await;
+    assert!(
+        one_member_hidden.contains("sql_query"),
+        "{one_member_hidden:?}"
+    );
+    let both_hidden = listed("disabled_tools=a/sql_query,b__sql_query").await;
+    assert!(!both_hidden.contains("sql_query"), "{both_hidden:?}");
+    assert!(both_hidden.contains("run_python"), "{both_hidden:?}");
+}
+
+#[tokio::test]
 async fn requests_cannot_widen_the_operator_allow_list() {
     let served =
         Served::start_full(&toolkit(), &[], &["--tools", "sql_query,list_resources"]).await;
