@@ -308,38 +308,10 @@ impl Scope {
     #[must_use]
     pub fn catalog(&self) -> Catalog {
         let base = &self.prepared.catalog;
-        let Some(verdicts) = &self.verdicts else {
-            return (**base).clone();
-        };
-        let mut i = 0;
-        let servers = base
-            .servers
-            .iter()
-            .map(|s| ServerEntry {
-                name: s.name.clone(),
-                tags: s.tags.clone(),
-                aliases: s.aliases.clone(),
-                tools: s
-                    .tools
-                    .iter()
-                    .filter(|_| {
-                        i += 1;
-                        verdicts.shows(i - 1)
-                    })
-                    .cloned()
-                    .collect(),
-            })
-            .collect();
-        let overlaps = base
-            .overlaps
-            .iter()
-            .filter_map(|(key, members)| {
-                let members: Vec<ToolId> =
-                    members.iter().filter(|m| self.allows(m)).cloned().collect();
-                (!members.is_empty()).then(|| (key.clone(), members))
-            })
-            .collect();
-        Catalog { servers, overlaps }
+        match &self.verdicts {
+            None => (**base).clone(),
+            Some(verdicts) => base.narrowed(|i, _| verdicts.shows(i), |m| self.allows(m)),
+        }
     }
 }
 

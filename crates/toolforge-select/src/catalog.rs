@@ -264,6 +264,46 @@ impl Catalog {
             .find(|t| t.name == id.name)
     }
 
+    /// The catalog with only the tools `keep` accepts (given each one's position in catalog
+    /// order). Every server stays (priority order and aliases are unchanged); declared overlap
+    /// groups keep the members `keep_member` accepts (it must agree with `keep`) and go when
+    /// none is left.
+    pub fn narrowed(
+        &self,
+        keep: impl Fn(usize, &Tool) -> bool,
+        keep_member: impl Fn(&ToolId) -> bool,
+    ) -> Catalog {
+        let mut position = 0;
+        let servers = self
+            .servers
+            .iter()
+            .map(|s| ServerEntry {
+                name: s.name.clone(),
+                tags: s.tags.clone(),
+                aliases: s.aliases.clone(),
+                tools: s
+                    .tools
+                    .iter()
+                    .filter(|t| {
+                        position += 1;
+                        keep(position - 1, t)
+                    })
+                    .cloned()
+                    .collect(),
+            })
+            .collect();
+        let overlaps = self
+            .overlaps
+            .iter()
+            .filter_map(|(key, members)| {
+                let members: Vec<ToolId> =
+                    members.iter().filter(|m| keep_member(m)).cloned().collect();
+                (!members.is_empty()).then(|| (key.clone(), members))
+            })
+            .collect();
+        Catalog { servers, overlaps }
+    }
+
     /// Parses a catalog snapshot (the format `toolforge tools snapshot` writes).
     pub fn from_snapshot_json(text: &str) -> Result<Self, CatalogError> {
         let file: SnapshotFile = serde_json::from_str(text)?;

@@ -660,34 +660,7 @@ impl Visible {
     /// aliases are unchanged); declared overlap groups keep only visible members.
     pub fn catalog(&self, base: &Catalog) -> Catalog {
         let visible: HashSet<&ToolId> = self.tools.iter().collect();
-        let servers = base
-            .servers
-            .iter()
-            .map(|s| ServerEntry {
-                name: s.name.clone(),
-                tags: s.tags.clone(),
-                aliases: s.aliases.clone(),
-                tools: s
-                    .tools
-                    .iter()
-                    .filter(|t| visible.contains(&t.id()))
-                    .cloned()
-                    .collect(),
-            })
-            .collect();
-        let overlaps = base
-            .overlaps
-            .iter()
-            .filter_map(|(key, members)| {
-                let members: Vec<ToolId> = members
-                    .iter()
-                    .filter(|m| visible.contains(m))
-                    .cloned()
-                    .collect();
-                (!members.is_empty()).then(|| (key.clone(), members))
-            })
-            .collect();
-        Catalog { servers, overlaps }
+        base.narrowed(|_, t| visible.contains(&t.id()), |m| visible.contains(m))
     }
 }
 
