@@ -21,7 +21,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam, ResultType,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
     Tool as McpTool, UnsubscribeRequestParams,
 };
@@ -29,7 +29,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use toolforge_llm::embed::HashingEmbedder;
-use toolforge_mcp::{CallContext, Pool, PoolEvent};
+use toolforge_mcp::{CallContext, Caller, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
@@ -588,6 +588,11 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// The client call `ctx` is, for relaying what a backend asks during it.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+        Caller::new(ctx.peer.clone(), ctx.id.clone(), self.session)
+    }
+
     /// What this request may see: the operator's channels narrowed by the session's query and
     /// this request's headers.
     fn scope(&self, ctx: &RequestContext<RoleServer>) -> Scope {
@@ -769,7 +774,7 @@ impl Gateway {
         let id = routed.id.clone();
         req.name = id.name.clone().into();
         let call = CallContext {
-            caller: Some(ctx.peer.clone()),
+            caller: Some(self.caller(&ctx)),
             progress: ctx.meta.get_progress_token(),
             cancel: Some(ctx.ct.clone()),
         };
@@ -792,7 +797,7 @@ impl Gateway {
                     .meta
                     .get_or_insert_with(Default::default)
                     .insert(SELECTION_META_KEY.to_owned(), selection);
-                Ok(CallToolResponse::Complete(outcome.result))
+                Ok(CallToolResponse::Complete(complete(outcome.result)))
             }
             Err(failure) => match failure.error {
                 toolforge_mcp::CallError::Rpc(e) => Err(e),
@@ -828,6 +833,14 @@ fn search_meta_tools() -> Vec<McpTool> {
     defs.into_iter()
         .filter_map(|d| serde_json::from_value(d).ok())
         .collect()
+}
+
+/// A backend's tool result as this gateway answers it. Results relayed from servers on earlier
+/// revisions carry no `resultType`; 2026-07-28 requires it on every result (rmcp strips it
+/// again for clients on earlier revisions).
+fn complete(mut result: CallToolResult) -> CallToolResult {
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    result
 }
 
 pub(crate) fn not_found(what: &str, name: &str) -> McpError {
@@ -966,9 +979,12 @@ impl ServerHandler for Gateway {
         let server = self.visible_resource_server(&ctx, &req.uri)?;
         self.shared
             .pool
-            .read_resource(&server, req, Some(&ctx.peer))
+            .read_resource(&server, req, Some(&self.caller(&ctx)))
             .await
-            .map(ReadResourceResponse::Complete)
+            .map(|mut r| {
+                r.result_type.get_or_insert(ResultType::COMPLETE);
+                ReadResourceResponse::Complete(r)
+            })
             .map_err(|e| e.to_mcp())
     }
 
@@ -1046,9 +1062,12 @@ impl ServerHandler for Gateway {
         req.name = prompt.name;
         self.shared
             .pool
-            .get_prompt(&server, req, Some(&ctx.peer))
+            .get_prompt(&server, req, Some(&self.caller(&ctx)))
             .await
-            .map(GetPromptResponse::Complete)
+            .map(|mut r| {
+                r.result_type.get_or_insert(ResultType::COMPLETE);
+                GetPromptResponse::Complete(r)
+            })
             .map_err(|e| e.to_mcp())
     }
 
@@ -1084,6 +1103,10 @@ impl ServerHandler for Gateway {
             .pool
             .complete(&server, req)
             .await
+            .map(|mut r| {
+                r.result_type.get_or_insert(ResultType::COMPLETE);
+                r
+            })
             .map_err(|e| e.to_mcp())
     }
 

@@ -16,4 +16,4 @@ pub use config::{ConfigError, PoolConfig, ServerConfig, Transport};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, Pool, PoolOptions, ServerHealth, ServerState,
 };
-pub use relay::{ElicitationFallback, PoolEvent};
+pub use relay::{Caller, ElicitationFallback, PoolEvent};

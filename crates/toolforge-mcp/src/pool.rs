@@ -31,7 +31,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ErrorData as McpError, Peer, RoleClient, RoleServer, ServiceExt};
+use rmcp::{ErrorData as McpError, Peer, RoleClient, ServiceExt};
 use serde::Serialize;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -40,7 +40,7 @@ use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
 use crate::cache::{self, CachedTools, CatalogCache, Lookup};
 use crate::config::{PoolConfig, ServerConfig, Transport};
-use crate::relay::{CallGuard, ElicitationFallback, PoolEvent, Relay};
+use crate::relay::{CallGuard, Caller, ElicitationFallback, PoolEvent, Relay};
 
 /// Retry policy of DESIGN §2.
 const MAX_ATTEMPTS: u32 = 3;
@@ -189,8 +189,8 @@ pub struct CallFailure {
 /// Who is calling, for relaying what the backend sends back during the call.
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
-    /// The gateway session that made the call (sampling, elicitation, logging go there).
-    pub caller: Option<Peer<RoleServer>>,
+    /// The client call this call serves (sampling, elicitation, roots and logging go there).
+    pub caller: Option<Caller>,
     /// The caller's progress token.
     pub progress: Option<ProgressToken>,
     /// Cancelled when the caller goes away; the backend then gets `notifications/cancelled`.
@@ -718,6 +718,7 @@ impl Pool {
                 Err(_) => Err(()),
                 Ok(Err(e)) => Ok(Err(e)),
                 Ok(Ok(handle)) => {
+                    guard.sent(handle.id.clone());
                     if let (Some(caller), Some(original)) = (&ctx.caller, &ctx.progress) {
                         up.relay.map_progress(
                             &mut guard,
@@ -807,7 +808,7 @@ impl Pool {
     async fn simple<T, F, Fut>(
         &self,
         server: &str,
-        caller: Option<&Peer<RoleServer>>,
+        caller: Option<&Caller>,
         f: F,
     ) -> Result<T, CallError>
     where
@@ -843,7 +844,7 @@ impl Pool {
         &self,
         server: &str,
         params: ReadResourceRequestParams,
-        caller: Option<&Peer<RoleServer>>,
+        caller: Option<&Caller>,
     ) -> Result<ReadResourceResult, CallError> {
         let r = self
             .simple(server, caller, |p| async move {
@@ -867,7 +868,7 @@ impl Pool {
         &self,
         server: &str,
         params: GetPromptRequestParams,
-        caller: Option<&Peer<RoleServer>>,
+        caller: Option<&Caller>,
     ) -> Result<GetPromptResult, CallError> {
         let r = self
             .simple(server, caller, |p| async move {

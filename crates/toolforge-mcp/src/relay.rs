@@ -1,15 +1,21 @@
 //! The pool's side of each backend connection: an rmcp `ClientHandler` that relays what a
-//! backend sends on its own initiative to the gateway session it concerns.
+//! backend sends on its own initiative to the gateway call it concerns.
 //!
-//! A backend connection is shared by every gateway session, and stdio carries no link between
-//! a server-to-client request and the tool call that caused it. The rule: requests a backend
-//! makes (sampling, elicitation, roots) go to the session of the **most recent in-flight call**
-//! on that backend; progress goes by token (each call gets a fresh token, mapped back to the
-//! caller's own); log messages go to every session with a call in flight on that backend (or
-//! are logged here when there is none); list changes and resource updates become [`PoolEvent`]s
-//! for the pool and gateway to act on. With one call at a time per backend (the common case)
-//! this is exact; with concurrent calls from several sessions, sampling/elicitation may reach
-//! the session whose call started last: documented in docs/gateway.md.
+//! A backend connection is shared by every gateway session, so each request a backend makes
+//! (sampling, elicitation, roots) must be matched to the one call that caused it, and answered
+//! by that call's client only, on that call's own response stream:
+//! - over Streamable HTTP the request arrives on the response stream of our outbound call, and
+//!   rmcp says which ([`InboundStreamOrigin`]): the match is exact;
+//! - over stdio nothing links a request to a call: when every call in flight on that backend
+//!   comes from one client session, it goes to that session's latest call; when calls from
+//!   several sessions are in flight, the request is **refused** with a clear error to the
+//!   backend. It never guesses, so one user's client never answers another user's request.
+//!
+//! The relayed request carries the caller's own request id as its origin, so rmcp's session
+//! layer puts it on the stream of the call that is waiting for it (not the optional GET stream).
+//! Progress goes by token (each call gets a fresh token, mapped back to the caller's own); log
+//! messages go to the session(s) with a call in flight on that backend (or are logged here when
+//! there is none); list changes and resource updates become [`PoolEvent`]s.
 
 // Sampling, roots and logging are deprecated by rmcp for protocol 2026-07-28 (SEP-2577); the
 // fleet of real servers speaks 2025-11-25 and earlier, where they are required.
@@ -21,12 +27,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult,
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationAction, GetExtensions, Implementation, ListRootsRequest, ListRootsResult,
     LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam, ProgressToken,
-    ResourceUpdatedNotificationParam,
+    RequestId, ResourceUpdatedNotificationParam, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext, ServiceError,
+};
 use rmcp::{ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -63,9 +72,45 @@ pub enum ElicitationFallback {
     AcceptDefaults,
 }
 
+/// The client call a backend call is made for: who to relay the backend's requests to.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The client's connection (its session, or its one request in the stateless era).
+    pub peer: Peer<RoleServer>,
+    /// The client's request this call serves: relayed requests ride its response stream.
+    pub request: RequestId,
+    /// Which client session: calls of one session may share a backend request's answer.
+    pub session: u64,
+}
+
+impl Caller {
+    /// A caller for `peer`'s request `request` in session `session`.
+    #[must_use]
+    pub fn new(peer: Peer<RoleServer>, request: RequestId, session: u64) -> Self {
+        Self {
+            peer,
+            request,
+            session,
+        }
+    }
+}
+
 struct InFlight {
     id: u64,
-    caller: Peer<RoleServer>,
+    caller: Caller,
+    /// Our request to the backend, once sent (Streamable HTTP backends say which request's
+    /// stream a server request arrived on).
+    outbound: Option<RequestId>,
+}
+
+/// Which call a backend's request belongs to.
+#[derive(Debug)]
+enum Owner {
+    Call(Caller),
+    /// No call is in flight on this backend.
+    Nobody,
+    /// Calls from several sessions are in flight and nothing says which one asked.
+    Ambiguous(usize),
 }
 
 pub(crate) struct RelayState {
@@ -89,6 +134,21 @@ pub(crate) struct CallGuard {
     state: Arc<RelayState>,
     id: u64,
     token: Option<String>,
+}
+
+impl CallGuard {
+    /// Records the id of the request sent to the backend for this call.
+    pub(crate) fn sent(&self, outbound: RequestId) {
+        if let Some(f) = self
+            .state
+            .in_flight
+            .lock()
+            .iter_mut()
+            .find(|f| f.id == self.id)
+        {
+            f.outbound = Some(outbound);
+        }
+    }
 }
 
 impl Drop for CallGuard {
@@ -125,12 +185,13 @@ impl Relay {
     }
 
     /// Registers a call by `caller` (before the request is sent).
-    pub(crate) fn register(&self, caller: Option<&Peer<RoleServer>>) -> CallGuard {
+    pub(crate) fn register(&self, caller: Option<&Caller>) -> CallGuard {
         let id = self.0.next.fetch_add(1, Ordering::Relaxed);
-        if let Some(peer) = caller {
+        if let Some(caller) = caller {
             self.0.in_flight.lock().push(InFlight {
                 id,
-                caller: peer.clone(),
+                caller: caller.clone(),
+                outbound: None,
             });
         }
         CallGuard {
@@ -145,7 +206,7 @@ impl Relay {
     pub(crate) fn map_progress(
         &self,
         guard: &mut CallGuard,
-        caller: &Peer<RoleServer>,
+        caller: &Caller,
         sent: &ProgressToken,
         original: ProgressToken,
     ) {
@@ -153,7 +214,7 @@ impl Relay {
         self.0
             .progress
             .lock()
-            .insert(key.clone(), (caller.clone(), original.clone()));
+            .insert(key.clone(), (caller.peer.clone(), original.clone()));
         guard.token = Some(key.clone());
         let early: Vec<ProgressNotificationParam> = {
             let mut orphans = self.0.orphans.lock();
@@ -164,7 +225,7 @@ impl Relay {
             mine
         };
         if !early.is_empty() {
-            let peer = caller.clone();
+            let peer = caller.peer.clone();
             tokio::spawn(async move {
                 for mut p in early {
                     p.progress_token = original.clone();
@@ -174,23 +235,54 @@ impl Relay {
         }
     }
 
-    fn latest_caller(&self) -> Option<Peer<RoleServer>> {
+    /// The call a backend request belongs to: the call whose outbound request's stream it
+    /// arrived on, else the latest call when all calls in flight share one session.
+    fn owner(&self, origin: Option<&InboundStreamOrigin>) -> Owner {
         let in_flight = self.0.in_flight.lock();
-        in_flight
+        let live: Vec<&InFlight> = in_flight
             .iter()
-            .rev()
-            .find(|f| !f.caller.is_transport_closed())
-            .map(|f| f.caller.clone())
+            .filter(|f| !f.caller.peer.is_transport_closed())
+            .collect();
+        if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
+            && let Some(f) = live.iter().find(|f| f.outbound.as_ref() == Some(id))
+        {
+            return Owner::Call(f.caller.clone());
+        }
+        let Some(last) = live.last() else {
+            return Owner::Nobody;
+        };
+        let sessions: std::collections::HashSet<u64> =
+            live.iter().map(|f| f.caller.session).collect();
+        if sessions.len() == 1 {
+            Owner::Call(last.caller.clone())
+        } else {
+            Owner::Ambiguous(sessions.len())
+        }
     }
 
+    /// The sessions with a call in flight on this backend (one peer each).
     fn callers(&self) -> Vec<Peer<RoleServer>> {
-        let mut out: Vec<Peer<RoleServer>> = Vec::new();
-        for f in self.0.in_flight.lock().iter() {
-            if !f.caller.is_transport_closed() {
-                out.push(f.caller.clone());
-            }
-        }
-        out
+        let mut seen = std::collections::HashSet::new();
+        self.0
+            .in_flight
+            .lock()
+            .iter()
+            .filter(|f| !f.caller.peer.is_transport_closed() && seen.insert(f.caller.session))
+            .map(|f| f.caller.peer.clone())
+            .collect()
+    }
+
+    fn ambiguous(&self, what: &str, sessions: usize) -> McpError {
+        McpError::invalid_request(
+            format!(
+                "server \"{}\" asked for {what} while calls from {sessions} different clients \
+                 were in flight on it, and its transport does not say which call asked; \
+                 toolforge refuses rather than ask the wrong client (give the server \
+                 \"isolation\": \"session\", or reach it over Streamable HTTP)",
+                self.0.server
+            ),
+            None,
+        )
     }
 
     fn no_caller(&self, what: &str) -> McpError {
@@ -198,6 +290,17 @@ impl Relay {
             format!(
                 "server \"{}\" asked for {what}, but no client connected through toolforge is \
                  in a call with it that could answer",
+                self.0.server
+            ),
+            None,
+        )
+    }
+
+    fn not_declared(&self, capability: &str) -> McpError {
+        McpError::invalid_request(
+            format!(
+                "server \"{}\" asked for {capability}, but the calling client did not declare \
+                 the {capability} capability",
                 self.0.server
             ),
             None,
@@ -249,66 +352,72 @@ impl ClientHandler for Relay {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _ctx: RequestContext<RoleClient>,
+        ctx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let caller = self
-            .latest_caller()
-            .ok_or_else(|| self.no_caller("sampling (sampling/createMessage)"))?;
-        if capabilities(&caller).sampling.is_none() {
-            return Err(McpError::invalid_request(
-                format!(
-                    "server \"{}\" asked for sampling, but the calling client did not declare \
-                     the sampling capability",
-                    self.0.server
-                ),
-                None,
-            ));
+        let what = "sampling (sampling/createMessage)";
+        let caller = match self.owner(ctx.extensions.get()) {
+            Owner::Call(caller) => caller,
+            Owner::Nobody => return Err(self.no_caller(what)),
+            Owner::Ambiguous(n) => return Err(self.ambiguous(what, n)),
+        };
+        if capabilities(&caller.peer).sampling.is_none() {
+            return Err(self.not_declared("sampling"));
         }
-        caller
-            .create_message(params)
-            .await
-            .map_err(|e| relay_error("sampling/createMessage", e))
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match ask(&caller, request).await {
+            Ok(ClientResult::CreateMessageResult(r)) => Ok(*r),
+            Ok(_) => Err(unexpected("sampling/createMessage")),
+            Err(e) => Err(relay_error("sampling/createMessage", e)),
+        }
     }
 
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _ctx: RequestContext<RoleClient>,
+        ctx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let Some(caller) = self.latest_caller() else {
-            return match self.0.fallback {
-                ElicitationFallback::Decline => Ok(ElicitResult::new(ElicitationAction::Decline)),
-                ElicitationFallback::AcceptDefaults => {
-                    Ok(ElicitResult::new(ElicitationAction::Accept)
-                        .with_content(Value::Object(schema_defaults(&params))))
-                }
-            };
+        let caller = match self.owner(ctx.extensions.get()) {
+            Owner::Call(caller) => caller,
+            Owner::Nobody => {
+                return match self.0.fallback {
+                    ElicitationFallback::Decline => {
+                        Ok(ElicitResult::new(ElicitationAction::Decline))
+                    }
+                    ElicitationFallback::AcceptDefaults => {
+                        Ok(ElicitResult::new(ElicitationAction::Accept)
+                            .with_content(Value::Object(schema_defaults(&params))))
+                    }
+                };
+            }
+            Owner::Ambiguous(n) => {
+                return Err(self.ambiguous("elicitation (elicitation/create)", n));
+            }
         };
-        if capabilities(&caller).elicitation.is_none() {
-            return Err(McpError::invalid_request(
-                format!(
-                    "server \"{}\" asked for elicitation, but the calling client did not declare \
-                     the elicitation capability",
-                    self.0.server
-                ),
-                None,
-            ));
+        if capabilities(&caller.peer).elicitation.is_none() {
+            return Err(self.not_declared("elicitation"));
         }
-        caller
-            .create_elicitation(params)
-            .await
-            .map_err(|e| relay_error("elicitation/create", e))
+        let request = ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+        match ask(&caller, request).await {
+            Ok(ClientResult::ElicitResult(r)) => Ok(r),
+            Ok(_) => Err(unexpected("elicitation/create")),
+            Err(e) => Err(relay_error("elicitation/create", e)),
+        }
     }
 
     async fn list_roots(
         &self,
-        _ctx: RequestContext<RoleClient>,
+        ctx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        match self.latest_caller() {
-            Some(caller) if capabilities(&caller).roots.is_some() => caller
-                .list_roots()
-                .await
-                .map_err(|e| relay_error("roots/list", e)),
+        match self.owner(ctx.extensions.get()) {
+            Owner::Call(caller) if capabilities(&caller.peer).roots.is_some() => {
+                let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+                match ask(&caller, request).await {
+                    Ok(ClientResult::ListRootsResult(r)) => Ok(r),
+                    Ok(_) => Err(unexpected("roots/list")),
+                    Err(e) => Err(relay_error("roots/list", e)),
+                }
+            }
+            Owner::Ambiguous(n) => Err(self.ambiguous("roots (roots/list)", n)),
             _ => Ok(ListRootsResult::default()),
         }
     }
@@ -383,6 +492,24 @@ impl ClientHandler for Relay {
             server: self.0.server.clone(),
         });
     }
+}
+
+/// Sends `request` to `caller` as part of its call, so that it rides that call's response
+/// stream. rmcp tags a request sent from inside a handler with that handler's request (here
+/// the backend's, unknown to the client's session); a task of its own carries only the origin
+/// set here.
+async fn ask(caller: &Caller, mut request: ServerRequest) -> Result<ClientResult, ServiceError> {
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(caller.request.clone()));
+    let peer = caller.peer.clone();
+    tokio::spawn(async move { peer.send_request(request).await })
+        .await
+        .unwrap_or(Err(ServiceError::TransportClosed))
+}
+
+fn unexpected(what: &str) -> McpError {
+    McpError::internal_error(format!("the client answered {what} with another kind of result"), None)
 }
 
 fn relay_error(what: &str, e: rmcp::service::ServiceError) -> McpError {
