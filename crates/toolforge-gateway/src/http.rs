@@ -268,6 +268,17 @@ pub fn mcp_service(
     )
 }
 
+/// Closing a session (`DELETE /mcp`) answers 200: rmcp answers 202, which the Python SDK
+/// reports to its user as a failed termination.
+async fn session_closed(req: Request, next: Next) -> Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut response = next.run(req).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 /// The whole HTTP router.
 pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     let opts = Arc::new(opts);
@@ -283,7 +294,12 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         ));
     }
     router
-        .nest_service("/mcp", mcp_service(shared, &opts))
+        .nest_service(
+            "/mcp",
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn(session_closed))
+                .service(mcp_service(shared, &opts)),
+        )
         .fallback(not_found)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,

@@ -7,6 +7,7 @@
 pub mod chat;
 pub mod http;
 pub mod mcp;
+pub mod mrtr;
 pub mod visible;
 
 pub use http::{HttpOptions, health, router, serve, tool_rows};

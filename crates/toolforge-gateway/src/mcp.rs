@@ -21,8 +21,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam, ResultType,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
+    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
     Tool as McpTool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
@@ -32,6 +32,7 @@ use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Caller, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
+use crate::mrtr::{self, StateSeal};
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
@@ -53,6 +54,12 @@ pub enum ToolMode {
     /// tools (exposed names), so a client with hundreds of tools starts from two.
     Search { pinned: Vec<String> },
 }
+
+/// How long a `tools/list` (or any list) waits for servers still making their first start
+/// attempt before it answers with what is ready; their tools follow with `list_changed`.
+pub const START_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a call of a name no ready server offers waits for servers still starting.
+pub const START_WAIT_FOR_CALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The search mode's meta-tools.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -98,6 +105,8 @@ pub struct Shared {
     /// `tools/list` then checks positions instead of hashing every member's id.
     member_positions: Mutex<Option<MemberPositions>>,
     pub tool_mode: ToolMode,
+    /// Seals the state of calls waiting for the client's input (2026-07-28).
+    seal: RwLock<Arc<StateSeal>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -145,6 +154,7 @@ impl Shared {
             prepared: PreparedCache::default(),
             member_positions: Mutex::new(None),
             tool_mode,
+            seal: RwLock::new(Arc::new(StateSeal::random())),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -166,10 +176,34 @@ impl Shared {
         shared
     }
 
-    /// The current presentation.
+    /// Seals `requestState` with `key` from now on (at least 32 bytes; every replica behind one
+    /// load balancer needs the same key, so that any of them can resume a call). Without it,
+    /// a random key of this process.
+    ///
+    /// # Errors
+    /// The key is too short.
+    pub fn set_state_key(&self, key: &[u8]) -> Result<(), mrtr::KeyTooShort> {
+        *self.seal.write() = Arc::new(StateSeal::new(key)?);
+        Ok(())
+    }
+
+    fn seal(&self) -> Arc<StateSeal> {
+        self.seal.read().clone()
+    }
+
+    /// The presentation of the pool's current catalog. Normally the one the event task keeps;
+    /// when the catalog has just changed and that task has not caught up yet (a request that
+    /// waited for a server to start), one built for this request, so it sees what the pool
+    /// has now. The event task still replaces the kept one and sends `list_changed`.
     #[must_use]
     pub fn presentation(&self) -> Arc<Presentation> {
-        self.presentation.read().0.clone()
+        let catalog = self.pool.shared_catalog();
+        let (kept, built_from) = self.presentation.read().clone();
+        if Arc::ptr_eq(&built_from, &catalog) {
+            kept
+        } else {
+            Arc::new(Presentation::new(&catalog, self.namespace))
+        }
     }
 
     fn live_sessions(&self) -> Vec<Peer<RoleServer>> {
@@ -761,16 +795,11 @@ impl Gateway {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = req.name.to_string();
-        let prompt = ctx
-            .meta
-            .get(PROMPT_META_KEY)
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let scope = self.scope(&ctx);
-        let routed = self
-            .shared
-            .route_tool(&scope, &name, req.arguments.as_ref(), prompt, &self.history)
-            .ok_or_else(|| not_found("tool", &name))?;
+        let routed = match req.request_state.take() {
+            // A retry after `input_required`: the same server and tool, from the sealed state.
+            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req)?,
+            None => self.routed(&ctx, &name, &req).await?,
+        };
         let id = routed.id.clone();
         req.name = id.name.clone().into();
         let call = CallContext {
@@ -784,28 +813,120 @@ impl Gateway {
             "selection_rule": routed.rule,
             "alternatives": routed.alternatives,
         });
-        match self.shared.pool.call_tool(&id.server, req, call).await {
-            Ok(mut outcome) => {
-                {
-                    let mut history = self.history.lock();
-                    history.push(id);
-                    let excess = history.len().saturating_sub(100);
-                    history.drain(..excess);
+        let mut rounds = 0;
+        loop {
+            let failure = match self
+                .shared
+                .pool
+                .call_tool(&id.server, req.clone(), call.clone())
+                .await
+            {
+                Ok(mut outcome) => {
+                    {
+                        let mut history = self.history.lock();
+                        history.push(id);
+                        let excess = history.len().saturating_sub(100);
+                        history.drain(..excess);
+                    }
+                    outcome
+                        .result
+                        .meta
+                        .get_or_insert_with(Default::default)
+                        .insert(SELECTION_META_KEY.to_owned(), selection);
+                    return Ok(CallToolResponse::Complete(complete(outcome.result)));
                 }
-                outcome
-                    .result
-                    .meta
-                    .get_or_insert_with(Default::default)
-                    .insert(SELECTION_META_KEY.to_owned(), selection);
-                Ok(CallToolResponse::Complete(complete(outcome.result)))
+                Err(failure) => failure,
+            };
+            match failure.error {
+                toolforge_mcp::CallError::InputRequired { result, .. } => {
+                    if mrtr::client_is_modern(&ctx) {
+                        let envelope = mrtr::Envelope {
+                            server: id.server.clone(),
+                            tool: id.name.clone(),
+                            backend_state: result.request_state.clone(),
+                        };
+                        let sealed = self.shared.seal().seal(&name, &envelope);
+                        return Ok(CallToolResponse::InputRequired(mrtr::relayed(
+                            *result, sealed,
+                        )));
+                    }
+                    // A handshake-era client: ask it on this call's stream, then retry.
+                    rounds += 1;
+                    if rounds > mrtr::MAX_ROUNDS {
+                        return Err(McpError::internal_error(
+                            format!(
+                                "server \"{}\" still asked for input after {} rounds",
+                                id.server,
+                                mrtr::MAX_ROUNDS
+                            ),
+                            None,
+                        ));
+                    }
+                    let requests = result.input_requests.clone().unwrap_or_default();
+                    req.input_responses = Some(mrtr::ask_client(&ctx, requests).await?);
+                    req.request_state.clone_from(&result.request_state);
+                }
+                toolforge_mcp::CallError::Rpc(e) => return Err(e),
+                other => {
+                    return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                        ContentBlock::text(format!("toolforge: {other}")),
+                    ])));
+                }
             }
-            Err(failure) => match failure.error {
-                toolforge_mcp::CallError::Rpc(e) => Err(e),
-                other => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                    ContentBlock::text(format!("toolforge: {other}")),
-                ]))),
-            },
         }
+    }
+
+    /// Where a new call goes: the selector's decision within what this request may see,
+    /// waiting for servers still starting when no ready one offers the name.
+    async fn routed(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        name: &str,
+        req: &CallToolRequestParams,
+    ) -> Result<Routed, McpError> {
+        let prompt = ctx
+            .meta
+            .get(PROMPT_META_KEY)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let route = || {
+            self.shared.route_tool(
+                &self.scope(ctx),
+                name,
+                req.arguments.as_ref(),
+                prompt,
+                &self.history,
+            )
+        };
+        let mut routed = route();
+        if routed.is_none() && self.shared.pool.starting() {
+            // The tool may belong to a server that is still starting.
+            self.shared.pool.settled(START_WAIT_FOR_CALL).await;
+            routed = route();
+        }
+        routed.ok_or_else(|| not_found("tool", name))
+    }
+
+    /// Where a retry after `input_required` goes: the server and tool sealed in its state
+    /// (still visible to this request), with the backend's own state restored.
+    fn resumed(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        name: &str,
+        sealed: &str,
+        req: &mut CallToolRequestParams,
+    ) -> Result<Routed, McpError> {
+        let envelope = self.shared.seal().open(name, sealed)?;
+        let id = ToolId::new(&envelope.server, &envelope.tool);
+        if !self.scope(ctx).allows(&id) {
+            return Err(not_found("tool", name));
+        }
+        req.request_state = envelope.backend_state;
+        Ok(Routed {
+            id,
+            rule: "resumed",
+            alternatives: Vec::new(),
+        })
     }
 }
 
@@ -877,6 +998,7 @@ impl ServerHandler for Gateway {
         _req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.shared.pool.settled(START_GRACE).await;
         let channels = crate::visible::session_channels(&self.session_query, &ctx);
         self.listed.lock().clone_from(&Some(channels.clone()));
         let tools = if self.shared.visibility.is_open() && channels.is_empty() {
@@ -944,6 +1066,7 @@ impl ServerHandler for Gateway {
         _req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        self.shared.pool.settled(START_GRACE).await;
         let mut seen = HashSet::new();
         let listed = self.shared.pool.resources();
         let items = self
@@ -960,6 +1083,7 @@ impl ServerHandler for Gateway {
         _req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.shared.pool.settled(START_GRACE).await;
         let listed = self.shared.pool.resource_templates();
         let items = self
             .shown_components(&ctx, listed, |t| {
@@ -976,7 +1100,13 @@ impl ServerHandler for Gateway {
         req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let server = self.visible_resource_server(&ctx, &req.uri)?;
+        let server = match self.visible_resource_server(&ctx, &req.uri) {
+            Err(_) if self.shared.pool.starting() => {
+                self.shared.pool.settled(START_WAIT_FOR_CALL).await;
+                self.visible_resource_server(&ctx, &req.uri)?
+            }
+            found => found?,
+        };
         self.shared
             .pool
             .read_resource(&server, req, Some(&self.caller(&ctx)))
@@ -1034,6 +1164,7 @@ impl ServerHandler for Gateway {
         _req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        self.shared.pool.settled(START_GRACE).await;
         let table = self
             .shared
             .prompt_table()
@@ -1058,7 +1189,13 @@ impl ServerHandler for Gateway {
         mut req: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let (server, prompt) = self.visible_prompt(&ctx, &req.name)?;
+        let (server, prompt) = match self.visible_prompt(&ctx, &req.name) {
+            Err(_) if self.shared.pool.starting() => {
+                self.shared.pool.settled(START_WAIT_FOR_CALL).await;
+                self.visible_prompt(&ctx, &req.name)?
+            }
+            found => found?,
+        };
         req.name = prompt.name;
         self.shared
             .pool

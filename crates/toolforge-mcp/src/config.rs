@@ -43,6 +43,24 @@ pub struct ServerConfig {
     pub call_timeout: Duration,
     /// Start-up timeout (`startTimeout`, seconds).
     pub start_timeout: Duration,
+    /// Which protocol era to speak to it (`protocol`).
+    pub protocol: Protocol,
+}
+
+/// The protocol era the pool speaks to a server (`"protocol"` in `mcp.servers.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// `"2025-11-25"` (the default): the `initialize` handshake and a session, which every
+    /// server speaks today; a server may ask the caller mid-call (sampling, elicitation,
+    /// roots), and those requests are relayed to the calling client.
+    #[default]
+    Handshake,
+    /// `"2026-07-28"`: `server/discover` and self-contained requests; a server that needs input
+    /// answers `input_required`, which the gateway relays to its client (both eras).
+    Modern,
+    /// `"auto"`: 2026-07-28 when the server offers it, else the handshake (a server that never
+    /// answers `server/discover` costs up to 10 s of its start).
+    Auto,
 }
 
 /// How to reach a server.
@@ -211,6 +229,7 @@ const SERVER_KEYS: &[&str] = &[
     "timeout",
     "startTimeout",
     "description",
+    "protocol",
 ];
 
 fn parse_server(
@@ -328,6 +347,17 @@ fn parse_server(
             .map_or(Ok(DEFAULT_START_TIMEOUT), |v| {
                 seconds(name, "startTimeout", v)
             })?,
+        protocol: match obj.get("protocol").map(|v| v.as_str()) {
+            None | Some(Some("2025-11-25")) => Protocol::Handshake,
+            Some(Some("2026-07-28")) => Protocol::Modern,
+            Some(Some("auto")) => Protocol::Auto,
+            Some(_) => {
+                return Err(server_err(
+                    name,
+                    "\"protocol\" must be \"2025-11-25\" (the default), \"2026-07-28\" or \"auto\"",
+                ));
+            }
+        },
     })
 }
 

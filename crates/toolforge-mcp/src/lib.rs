@@ -12,8 +12,9 @@ pub mod pool;
 pub mod relay;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
-pub use config::{ConfigError, PoolConfig, ServerConfig, Transport};
+pub use config::{ConfigError, PoolConfig, Protocol, ServerConfig, Transport};
 pub use pool::{
-    CallContext, CallError, CallFailure, CallOutcome, Pool, PoolOptions, ServerHealth, ServerState,
+    CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,
+    ServerHealth, ServerState,
 };
 pub use relay::{Caller, ElicitationFallback, PoolEvent};

@@ -23,15 +23,15 @@ use parking_lot::RwLock;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
     CancelledNotificationParam, ClientRequest, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, LoggingLevel, ProgressToken,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerResult, SetLevelRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InputRequiredResult, LoggingLevel,
+    ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceTemplate, ServerCapabilities, ServerResult, SetLevelRequestParams,
     SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ErrorData as McpError, Peer, RoleClient, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ErrorData as McpError, Peer, RoleClient};
 use serde::Serialize;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -156,6 +156,15 @@ pub enum CallError {
     Transport { server: String, message: String },
     #[error("the call was cancelled")]
     Cancelled,
+    /// The server (on protocol 2026-07-28) needs input from the caller's user before it can go
+    /// on: a gateway relays it to its client; callers that cannot ask anyone fail with this.
+    #[error(
+        "server \"{server}\" needs input from the user (sampling, elicitation or roots) to go on, which this caller cannot give"
+    )]
+    InputRequired {
+        server: String,
+        result: Box<InputRequiredResult>,
+    },
 }
 
 impl CallError {
@@ -233,11 +242,44 @@ fn transient(e: &ServiceError) -> Option<String> {
     }
 }
 
+/// The first start attempt of each server of a [`Pool::launch`]ed pool, to wait for when a
+/// caller needs the catalog before it goes on (the CLI's one-shot commands).
+#[must_use = "wait for it, or drop it to go on without waiting"]
+pub struct FirstAttempts(Vec<(Arc<Upstream>, tokio::sync::oneshot::Receiver<()>)>);
+
+impl std::fmt::Debug for FirstAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FirstAttempts").field(&self.0.len()).finish()
+    }
+}
+
+impl FirstAttempts {
+    /// Returns once each server has made its first attempt (ready, failed, or past its start
+    /// timeout).
+    pub async fn wait(self) {
+        for (up, rx) in self.0 {
+            let limit = up.cfg.start_timeout + Duration::from_secs(1);
+            if tokio::time::timeout(limit, rx).await.is_err() {
+                tracing::warn!(server = %up.cfg.name, "not ready after {limit:?}; still trying in the background");
+            }
+        }
+    }
+}
+
 impl Pool {
     /// Starts every enabled server concurrently and returns once each has made its first
     /// attempt (ready, failed, or past its start timeout). Broken servers keep retrying in the
     /// background.
     pub async fn start(config: PoolConfig, options: PoolOptions) -> Arc<Self> {
+        let (pool, first) = Self::launch(config, options).await;
+        first.wait().await;
+        pool
+    }
+
+    /// Starts every enabled server concurrently and returns at once, with what the catalog
+    /// cache holds: a server's tools appear when it is ready (a `StateChanged` event, and the
+    /// gateway's `list_changed`), so a slow or hung server never keeps a client waiting.
+    pub async fn launch(config: PoolConfig, options: PoolOptions) -> (Arc<Self>, FirstAttempts) {
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(256);
         let cancel = CancellationToken::new();
@@ -369,13 +411,7 @@ impl Pool {
             });
             pool.tasks.lock().push(task);
         }
-        for (up, rx) in first {
-            let limit = up.cfg.start_timeout + Duration::from_secs(1);
-            if tokio::time::timeout(limit, rx).await.is_err() {
-                tracing::warn!(server = %up.cfg.name, "not ready after {limit:?}; still trying in the background");
-            }
-        }
-        pool
+        (pool, FirstAttempts(first))
     }
 
     /// Stops every server (stdio children get the spec shutdown) and waits briefly.
@@ -401,6 +437,31 @@ impl Pool {
     #[must_use]
     pub fn subscribe_events(&self) -> broadcast::Receiver<PoolEvent> {
         self.events.subscribe()
+    }
+
+    /// Whether any enabled server is still making its first start attempt.
+    #[must_use]
+    pub fn starting(&self) -> bool {
+        self.servers
+            .iter()
+            .any(|u| u.state() == ServerState::Starting)
+    }
+
+    /// Waits until no server is making its first start attempt any more, at most `max`; returns
+    /// at once when none is. A client's first `tools/list` or a call of a tool not known yet
+    /// waits here briefly, so "list, then call" does not depend on start-up timing.
+    pub async fn settled(&self, max: Duration) {
+        let wait_all = async {
+            for up in &self.servers {
+                let mut changed = up.changed.subscribe();
+                while up.state() == ServerState::Starting {
+                    if changed.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(max, wait_all).await;
     }
 
     /// Health of every configured server, in configuration order.
@@ -776,9 +837,13 @@ impl Pool {
                         retry_reason,
                     });
                 }
+                Ok(Ok(CallToolResponse::InputRequired(result))) => CallError::InputRequired {
+                    server: server.to_owned(),
+                    result: Box::new(result),
+                },
                 Ok(Ok(_)) => CallError::Rpc(McpError::internal_error(
                     format!(
-                        "server \"{server}\" answered with an input-required or task result, which toolforge does not relay yet"
+                        "server \"{server}\" answered with a task result, which toolforge does not relay yet"
                     ),
                     None,
                 )),
@@ -994,7 +1059,7 @@ async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String>
             }
             up.relay
                 .clone()
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
                 .await
                 .map_err(|e| format!("initialize failed: {e}"))
         }
@@ -1012,10 +1077,26 @@ async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String>
             let transport = StreamableHttpClientTransport::with_client(backend_http_client()?, cfg);
             up.relay
                 .clone()
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
                 .await
                 .map_err(|e| format!("initialize at {url} failed: {e}"))
         }
+    }
+}
+
+/// How the pool opens a connection of `protocol`'s era.
+fn lifecycle(protocol: crate::config::Protocol) -> ClientLifecycleMode {
+    use crate::config::Protocol;
+    use rmcp::model::ProtocolVersion;
+    match protocol {
+        Protocol::Handshake => ClientLifecycleMode::Initialize,
+        Protocol::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        Protocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
     }
 }
 

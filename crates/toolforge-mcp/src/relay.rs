@@ -509,7 +509,10 @@ async fn ask(caller: &Caller, mut request: ServerRequest) -> Result<ClientResult
 }
 
 fn unexpected(what: &str) -> McpError {
-    McpError::internal_error(format!("the client answered {what} with another kind of result"), None)
+    McpError::internal_error(
+        format!("the client answered {what} with another kind of result"),
+        None,
+    )
 }
 
 fn relay_error(what: &str, e: rmcp::service::ServiceError) -> McpError {

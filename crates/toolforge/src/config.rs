@@ -122,6 +122,18 @@ pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_m
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
+/// Gives the gateway the key that seals `requestState` (`TOOLFORGE_STATE_KEY`, at least 32
+/// bytes, the same on every replica); without it each process seals with a random key of its
+/// own, so a retry must reach the replica that sealed it.
+pub fn apply_state_key(shared: &toolforge_gateway::Shared) -> anyhow::Result<()> {
+    match env("TOOLFORGE_STATE_KEY") {
+        Some(key) => shared
+            .set_state_key(key.as_bytes())
+            .map_err(|e| anyhow::anyhow!("TOOLFORGE_STATE_KEY: {e}")),
+        None => Ok(()),
+    }
+}
+
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

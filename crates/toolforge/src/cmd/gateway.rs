@@ -22,13 +22,23 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let visibility = args.visibility.config()?;
     let config = crate::config::load_pool_config(args.config)?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
+    // Clients are answered at once; each server's tools appear as it becomes ready.
+    let (pool, first) =
+        toolforge_mcp::Pool::launch(config, crate::config::pool_options().await?).await;
+    let started = pool.clone();
+    tokio::spawn(async move {
+        first.wait().await;
+        for h in started.health() {
+            tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
+        }
+    });
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),
         visibility,
         args.tool_mode.mode(),
     );
+    crate::config::apply_state_key(&shared)?;
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),

@@ -62,16 +62,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
-    for h in pool.health() {
-        tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
-    }
+    // Clients are answered at once; each server's tools appear as it becomes ready.
+    let (pool, first) =
+        toolforge_mcp::Pool::launch(config, crate::config::pool_options().await?).await;
+    let started = pool.clone();
+    tokio::spawn(async move {
+        first.wait().await;
+        for h in started.health() {
+            tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
+        }
+    });
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),
         visibility,
         args.tool_mode.mode(),
     );
+    crate::config::apply_state_key(&shared)?;
     let agent = match crate::agent::build(pool.clone(), &settings, args.namespace.into()).await {
         Ok(agent) => Arc::new(agent),
         Err(e) => {

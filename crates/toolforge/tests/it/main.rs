@@ -10,6 +10,7 @@ mod faults;
 mod http_backend;
 mod inspector;
 mod overlaps;
+mod protocol;
 mod real_servers;
 mod retrieval;
 mod selection;

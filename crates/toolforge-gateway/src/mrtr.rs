@@ -1,0 +1,252 @@
+//! Multi round-trip requests (2026-07-28, SEP-2322) through the gateway.
+//!
+//! A backend on 2026-07-28 that needs input from the user (sampling, elicitation, roots)
+//! answers `tools/call` with an `input_required` result instead of asking mid-call. The gateway
+//! relays it to the client that made the call, and only to it:
+//! - a client on 2026-07-28 gets the `input_required` result itself. The backend's own
+//!   `requestState` travels inside the gateway's **sealed envelope** (HMAC-SHA256 with the
+//!   gateway's state key, bound to the tool name the client called, with an expiry). The
+//!   client's retry carries the envelope back; the gateway opens it, refuses it if it was
+//!   tampered with, expired or sealed by another key, and sends the retry to the same server
+//!   and tool with the backend's state and the client's `inputResponses`. Nothing is kept in
+//!   memory, so any replica with the same key can resume a call another replica started.
+//! - a client on an earlier revision cannot read `input_required`: the gateway asks it each
+//!   input request the handshake-era way (a server-to-client request on that call's own
+//!   response stream), collects the answers, and retries the backend itself, up to
+//!   [`MAX_ROUNDS`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientResult, InputRequest, InputRequiredResult, InputResponses, ProtocolVersion,
+    RequestStateCodec, SealOptions, ServerRequest,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde::{Deserialize, Serialize};
+
+/// Most rounds the gateway drives for a handshake-era client before it gives up.
+pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+/// How long a sealed envelope stays valid.
+pub const STATE_TTL: Duration = Duration::from_secs(600);
+
+/// What the gateway keeps in a client's `requestState`: where the retry goes, and the backend's
+/// own state. Signed, not encrypted (the backend's state is opaque to us, not secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The server that asked.
+    #[serde(rename = "s")]
+    pub server: String,
+    /// The server's own tool name.
+    #[serde(rename = "t")]
+    pub tool: String,
+    /// The backend's `requestState`, echoed to it on the retry.
+    #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
+    pub backend_state: Option<String>,
+}
+
+/// Seals and opens envelopes with the gateway's state key.
+pub struct StateSeal {
+    codec: RequestStateCodec,
+}
+
+impl std::fmt::Debug for StateSeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateSeal")
+    }
+}
+
+/// A state key is too short to seal with.
+#[derive(Debug, thiserror::Error)]
+#[error("the request-state key must be at least {minimum} bytes")]
+pub struct KeyTooShort {
+    pub minimum: usize,
+}
+
+impl StateSeal {
+    /// A seal with `key` (at least 32 bytes; give every replica the same key).
+    ///
+    /// # Errors
+    /// The key is too short.
+    pub fn new(key: &[u8]) -> Result<Self, KeyTooShort> {
+        RequestStateCodec::try_new(key.to_vec())
+            .map(|codec| Self { codec })
+            .map_err(|_| KeyTooShort {
+                minimum: RequestStateCodec::MIN_KEY_LENGTH,
+            })
+    }
+
+    /// A seal with a random key of this process (retries must come back to this process).
+    #[must_use]
+    pub fn random() -> Self {
+        // Three v4 UUIDs: 366 random bits, past the codec's 32-byte minimum.
+        let key: Vec<u8> = (0..3)
+            .flat_map(|_| uuid::Uuid::new_v4().into_bytes())
+            .collect();
+        Self::new(&key).unwrap_or_else(|_| unreachable!("48 bytes is past the minimum"))
+    }
+
+    /// The client-facing `requestState` for `envelope`, bound to the tool name the client
+    /// called (`exposed`).
+    #[must_use]
+    pub fn seal(&self, exposed: &str, envelope: &Envelope) -> String {
+        let payload = serde_json::to_vec(envelope).unwrap_or_default();
+        self.codec.seal_with(
+            &payload,
+            &SealOptions::new()
+                .associated_data(exposed.as_bytes())
+                .ttl(STATE_TTL),
+        )
+    }
+
+    /// Opens a client's `requestState` for a call of `exposed`.
+    ///
+    /// # Errors
+    /// One error for every failure (tampered, expired, another key, another tool), as the
+    /// spec asks.
+    pub fn open(&self, exposed: &str, sealed: &str) -> Result<Envelope, McpError> {
+        self.codec
+            .open_json_with(sealed, exposed.as_bytes())
+            .map_err(|e| {
+                tracing::debug!(tool = exposed, "requestState refused: {e}");
+                McpError::invalid_params(
+                    "requestState is not valid: it was changed, has expired, or was not issued \
+                     by this gateway for this tool",
+                    None,
+                )
+            })
+    }
+}
+
+/// Whether the client of this request speaks 2026-07-28 or later (it reads `input_required`).
+#[must_use]
+pub fn client_is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    let version = ctx.meta.protocol_version().or_else(|| {
+        ctx.peer
+            .peer_info()
+            .map(|info| info.protocol_version.clone())
+    });
+    version.is_some_and(|v| !v.has_initialize())
+}
+
+/// The `input_required` result a 2026-07-28 client gets: the backend's input requests, and
+/// the sealed envelope as its state.
+#[must_use]
+pub fn relayed(result: InputRequiredResult, state: String) -> InputRequiredResult {
+    let mut out = InputRequiredResult::new(result.input_requests, Some(state));
+    out.meta = result.meta;
+    out
+}
+
+/// Asks a handshake-era client each of `requests` on the call's own stream (this runs inside
+/// the client's request handler, so rmcp routes each request there) and gathers the answers.
+///
+/// # Errors
+/// The client refused or failed to answer one of them.
+pub async fn ask_client(
+    ctx: &RequestContext<RoleServer>,
+    requests: BTreeMap<String, InputRequest>,
+) -> Result<InputResponses, McpError> {
+    let mut responses = InputResponses::new();
+    for (key, request) in requests {
+        let (what, request) = match request {
+            InputRequest::CreateMessage(r) => (
+                "sampling/createMessage",
+                ServerRequest::CreateMessageRequest(r),
+            ),
+            InputRequest::Elicitation(r) => ("elicitation/create", ServerRequest::ElicitRequest(r)),
+            InputRequest::ListRoots(r) => ("roots/list", ServerRequest::ListRootsRequest(r)),
+            other => {
+                return Err(McpError::internal_error(
+                    format!("a server asked for input of a kind toolforge cannot relay: {other:?}"),
+                    None,
+                ));
+            }
+        };
+        let answer = ctx.peer.send_request(request).await.map_err(|e| match e {
+            rmcp::service::ServiceError::McpError(e) => e,
+            other => McpError::internal_error(
+                format!("asking the client for {what} failed: {other}"),
+                None,
+            ),
+        })?;
+        let value = match answer {
+            ClientResult::CreateMessageResult(r) => serde_json::to_value(r),
+            ClientResult::ElicitResult(r) => serde_json::to_value(r),
+            ClientResult::ListRootsResult(r) => serde_json::to_value(r),
+            _ => {
+                return Err(McpError::internal_error(
+                    format!("the client answered {what} with another kind of result"),
+                    None,
+                ));
+            }
+        }
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        responses.insert(key, value);
+    }
+    Ok(responses)
+}
+
+/// The protocol revision a handshake-era session negotiated, for messages.
+#[must_use]
+pub fn revision(ctx: &RequestContext<RoleServer>) -> Option<ProtocolVersion> {
+    ctx.peer
+        .peer_info()
+        .map(|info| info.protocol_version.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope() -> Envelope {
+        Envelope {
+            server: "weather".into(),
+            tool: "forecast".into(),
+            backend_state: Some("opaque-backend-state".into()),
+        }
+    }
+
+    #[test]
+    fn an_envelope_opens_for_the_tool_it_was_sealed_for() {
+        let seal = StateSeal::random();
+        let sealed = seal.seal("forecast", &envelope());
+        assert_eq!(seal.open("forecast", &sealed).unwrap(), envelope());
+    }
+
+    #[test]
+    fn a_changed_envelope_is_refused() {
+        let seal = StateSeal::random();
+        let sealed = seal.seal("forecast", &envelope());
+        // Flip one character of the payload section.
+        let mut bytes = sealed.into_bytes();
+        let i = bytes.len() / 2;
+        bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(bytes).unwrap();
+        let err = seal.open("forecast", &tampered).unwrap_err();
+        assert!(err.message.contains("requestState is not valid"), "{err:?}");
+    }
+
+    #[test]
+    fn an_envelope_for_another_tool_or_key_is_refused() {
+        let seal = StateSeal::random();
+        let sealed = seal.seal("forecast", &envelope());
+        assert!(seal.open("charge_card", &sealed).is_err());
+        assert!(StateSeal::random().open("forecast", &sealed).is_err());
+    }
+
+    #[test]
+    fn a_shared_key_lets_another_replica_open_it() {
+        let key = [7u8; 32];
+        let sealed = StateSeal::new(&key).unwrap().seal("forecast", &envelope());
+        assert_eq!(
+            StateSeal::new(&key)
+                .unwrap()
+                .open("forecast", &sealed)
+                .unwrap(),
+            envelope()
+        );
+        assert!(StateSeal::new(&[1u8; 8]).is_err());
+    }
+}

@@ -1,0 +1,350 @@
+//! Today's MCP through the gateway, as the clients people install run it: the official Python
+//! SDK's `mcp.Client` in its default mode (it speaks 2026-07-28 first) over `/mcp` and
+//! `gateway --stdio`; backend requests (sampling) relayed to the call that caused them and to no
+//! other client; a hung backend that never keeps a client waiting; closing a session.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Served, bin, free_port, root, tool};
+
+/// Runs a script of `tests/python/` with the SDK's venv and parses its one JSON line.
+async fn python(script: &str, args: &[String]) -> Value {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(tool("venv/bin/python"))
+            .arg(root().join("crates/toolforge/tests/python").join(script))
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{script} finished within 120 s"))
+    .expect("python ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{script} output is not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn fixture() -> Value {
+    json!({"mcpServers": {"conformance": {"command": bin(), "args": ["server", "conformance", "--stdio"]}}})
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// What every default-mode client must be able to do through the gateway.
+fn assert_modern_client_works(out: &Value) {
+    assert_eq!(out["protocol"], "2026-07-28", "{out}");
+    assert!(
+        out["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|n| n == "test_simple_text")),
+        "{out}"
+    );
+    assert_eq!(out["calls"][0]["is_error"], false, "{out}");
+    assert_eq!(
+        out["calls"][0]["text"],
+        "This is a simple text response for testing."
+    );
+    assert_eq!(
+        out["calls"][1]["is_error"], true,
+        "a tool error stays a result: {out}"
+    );
+    assert_eq!(
+        out["reads"][0]["text"], "This is the content of the static text resource.",
+        "{out}"
+    );
+    assert_eq!(
+        out["prompts"][0]["texts"][0], "Prompt with arguments: arg1='a', arg2='b'",
+        "{out}"
+    );
+}
+
+const CLIENT_ARGS: [&str; 8] = [
+    "--call",
+    "test_simple_text",
+    "{}",
+    "--call",
+    "test_error_handling",
+    "{}",
+    "--read",
+    "test://static-text",
+];
+
+fn client_args(target: Vec<String>) -> Vec<String> {
+    let mut args = target;
+    args.extend(strings(&CLIENT_ARGS));
+    args.extend(strings(&[
+        "--prompt",
+        "test_prompt_with_arguments",
+        r#"{"arg1": "a", "arg2": "b"}"#,
+    ]));
+    args
+}
+
+#[tokio::test]
+async fn python_sdk_default_mode_calls_reads_and_gets_prompts_over_http() {
+    let served = Served::start(&fixture()).await;
+    let out = python("modern_client.py", &client_args(vec![served.mcp()])).await;
+    assert_modern_client_works(&out);
+}
+
+#[tokio::test]
+async fn python_sdk_default_mode_calls_reads_and_gets_prompts_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mcp.servers.json");
+    std::fs::write(&cfg, fixture().to_string()).unwrap();
+    let target = vec![
+        "stdio".to_owned(),
+        bin().to_owned(),
+        "gateway".to_owned(),
+        "--stdio".to_owned(),
+        "--config".to_owned(),
+        cfg.display().to_string(),
+        "--".to_owned(),
+    ];
+    // Listing right after start-up: the gateway answers at once and waits briefly for the
+    // starting backend, so the outcome does not depend on start-up timing.
+    let out = python("modern_client.py", &client_args(target)).await;
+    assert_modern_client_works(&out);
+}
+
+/// A stdio "server" that never answers `initialize`.
+fn hung_server(dir: &std::path::Path) -> Value {
+    let script = dir.join("hung.py");
+    std::fs::write(&script, "import time\ntime.sleep(600)\n").unwrap();
+    json!({"command": tool("venv/bin/python"), "args": [script], "startTimeout": 120})
+}
+
+#[tokio::test]
+async fn a_hung_backend_never_keeps_a_client_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {
+        "hung": hung_server(dir.path()),
+        "conformance": {"command": bin(), "args": ["server", "conformance", "--stdio"]},
+    }});
+    // `Served::start` returns on the first answer of /health: with a 120 s start timeout on
+    // the hung server, it answers while that server is still starting.
+    let served = Served::start(&config).await;
+    let health = served.get("/health").await;
+    assert_eq!(crate::server_state(&health, "hung")["state"], "starting");
+    let out = python("modern_client.py", &client_args(vec![served.mcp()])).await;
+    assert_modern_client_works(&out);
+    let health = served.get("/health").await;
+    assert_eq!(
+        crate::server_state(&health, "hung")["state"],
+        "starting",
+        "the client was served while the hung server was still starting"
+    );
+}
+
+/// `toolforge serve` over one `asking_backend.py` (stdio or HTTP), and the overlap client's
+/// answer.
+async fn overlapping_sampling(backend: Value) -> Value {
+    let served = Served::start(&json!({"mcpServers": {"asker": backend}})).await;
+    served
+        .wait_health(60, |h| crate::server_state(h, "asker")["state"] == "ready")
+        .await;
+    python("overlap_client.py", &[served.mcp(), "ask".to_owned()]).await
+}
+
+/// `asking_backend.py` over Streamable HTTP on a free port; its URL, and the child (killed on
+/// drop).
+async fn http_asking_backend() -> (String, tokio::process::Child) {
+    let port = free_port();
+    let backend = tokio::process::Command::new(tool("venv/bin/python"))
+        .arg(root().join("crates/toolforge/tests/python/asking_backend.py"))
+        .args(["http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "backend not listening"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (format!("http://127.0.0.1:{port}/mcp"), backend)
+}
+
+#[tokio::test]
+async fn overlapping_calls_each_get_their_own_clients_sampling_answer_over_http() {
+    let (url, _backend) = http_asking_backend().await;
+    let out = overlapping_sampling(json!({"type": "http", "url": url})).await;
+    // The backend asks only once both calls are in flight; each request arrives on the stream
+    // of the call that made it, so each client is asked about its own call only.
+    assert_eq!(out["A"]["text"], "answered by A", "{out}");
+    assert_eq!(out["B"]["text"], "answered by B", "{out}");
+    assert_eq!(out["asked"]["A"], json!(["who answers for A?"]), "{out}");
+    assert_eq!(out["asked"]["B"], json!(["who answers for B?"]), "{out}");
+}
+
+#[tokio::test]
+async fn a_stdio_backend_asking_during_calls_of_two_clients_is_refused_not_guessed() {
+    let backend = json!({
+        "command": tool("venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+    });
+    let out = overlapping_sampling(backend).await;
+    // stdio says nothing about which call asked: no client may answer for the other.
+    assert_eq!(out["asked"], json!({"A": [], "B": []}), "{out}");
+    for who in ["A", "B"] {
+        let text = out[who].to_string();
+        assert!(
+            text.contains("refuses rather than ask the wrong client"),
+            "{who}: {out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn closing_a_session_answers_ok() {
+    let served = Served::start(&fixture()).await;
+    let (headers, _) = crate::stateless::session_rpc(
+        &served.base,
+        None,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "t", "version": "1"}}),
+    )
+    .await;
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let closed = reqwest::Client::new()
+        .delete(served.mcp())
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    // The Python SDK warns its user on anything but 200 or 204.
+    assert!(
+        matches!(closed.status().as_u16(), 200 | 204),
+        "{}",
+        closed.status()
+    );
+}
+
+/// The gateway in front of `asking_backend.py` spoken to on 2026-07-28, where a server that needs
+/// the user's input answers `input_required` instead of asking mid-call.
+async fn modern_asking_gateway() -> (Served, tokio::process::Child) {
+    let (url, backend) = http_asking_backend().await;
+    let served = Served::start(&json!({"mcpServers": {
+        "asker": {"type": "http", "url": url, "protocol": "2026-07-28"}
+    }}))
+    .await;
+    served
+        .wait_health(60, |h| crate::server_state(h, "asker")["state"] == "ready")
+        .await;
+    (served, backend)
+}
+
+#[tokio::test]
+async fn input_required_reaches_a_modern_client_and_its_retry_resumes_the_call() {
+    let (served, _backend) = modern_asking_gateway().await;
+    // The SDK gets `input_required` with the gateway's sealed state, asks its sampling
+    // callback, and retries; the gateway opens the state and resumes at the same backend.
+    let out = python(
+        "modern_client.py",
+        &[
+            served.mcp(),
+            "--call".into(),
+            "who".into(),
+            r#"{"name": "M"}"#.into(),
+        ],
+    )
+    .await;
+    assert_eq!(out["protocol"], "2026-07-28", "{out}");
+    assert_eq!(
+        out["calls"][0]["text"], "answered by the modern client",
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn input_required_is_asked_of_a_handshake_era_client_on_its_own_call() {
+    let (served, _backend) = modern_asking_gateway().await;
+    // Two handshake-era sessions at once: the gateway asks each client mid-call, the old way,
+    // and retries the backend with its answer.
+    let out = python("overlap_client.py", &[served.mcp(), "who".to_owned()]).await;
+    assert_eq!(out["A"]["text"], "answered by A", "{out}");
+    assert_eq!(out["B"]["text"], "answered by B", "{out}");
+    assert_eq!(out["asked"]["A"], json!(["who answers for A?"]), "{out}");
+    assert_eq!(out["asked"]["B"], json!(["who answers for B?"]), "{out}");
+}
+
+/// One stateless 2026-07-28 `tools/call` of `who`, with `params` merged in; the JSON-RPC answer.
+async fn modern_call(served: &Served, extra: Value) -> Value {
+    let mut params = json!({
+        "name": "who",
+        "arguments": {"name": "X"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}
+        }
+    });
+    if let (Some(p), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    let text = reqwest::Client::new()
+        .post(served.mcp())
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "who")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let body = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find(|d| !d.trim().is_empty())
+        .unwrap_or(&text);
+    serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn a_changed_or_foreign_request_state_is_refused() {
+    let (served, _backend) = modern_asking_gateway().await;
+    let first = modern_call(&served, json!({})).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let sealed = first["result"]["requestState"].as_str().unwrap().to_owned();
+    // The backend's own state is inside, not handed to the client in the clear as-is.
+    assert!(sealed.starts_with("rs1."), "{sealed}");
+    let mut changed = sealed.clone().into_bytes();
+    let i = changed.len() / 2;
+    changed[i] = if changed[i] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).unwrap();
+    for state in [changed.as_str(), "not-a-state"] {
+        let retry = modern_call(
+            &served,
+            json!({"requestState": state, "inputResponses": {}}),
+        )
+        .await;
+        assert_eq!(retry["error"]["code"], -32602, "{retry}");
+        assert!(
+            retry["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("requestState is not valid")),
+            "{retry}"
+        );
+    }
+}
