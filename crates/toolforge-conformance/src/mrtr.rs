@@ -188,7 +188,7 @@ impl StateSeal {
             "test_input_required_result_elicitation" => match round
                 .elicited_text("user_name", "name")
             {
-                Some(name) => done(format!("Hello, {name}!")),
+                Some(user) => done(format!("Hello, {user}!")),
                 None => requests([("user_name", elicit("What is your name?", "name", "string"))])
                     .and_then(|r| self.ask(name, r, None)),
             },
