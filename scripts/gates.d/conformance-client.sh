@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Gate: the official MCP conformance suite's client scenarios `initialize`, `tools_call`,
-# `sse-retry` and `elicitation-sep1034-client-defaults` against `toolforge client` (the pool's
-# client code). The suite starts a mock server per scenario and runs the client with the mock's
-# URL appended. Builds nothing: expects target/debug/toolforge (scripts/test builds it).
+# Gate: the official MCP conformance suite's client scenarios (0.2.0-alpha.12) against
+# `toolforge client`: the 2026-07-28 scenarios `tools_call`, `request-metadata`,
+# `sep-2322-client-request-state`, `http-standard-headers`, `http-custom-headers`,
+# `http-invalid-tool-headers`, `json-schema-ref-no-deref`, `json-schema-2020-12-preservation`,
+# and the 2025-11-25 ones `initialize`, `sse-retry`, `elicitation-sep1034-client-defaults`.
+# The suite starts a mock server per scenario and runs the client with the mock's URL appended.
+# Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools="${TOOLS_DIR:-$root/.tools}"
@@ -16,22 +19,39 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/toolforge-conformance-client.XXXXXX")
 status=0
 passed=0
-for scenario in initialize tools_call sse-retry elicitation-sep1034-client-defaults; do
+total=0
+# "scenario spec-version"
+scenarios=(
+  "tools_call 2026-07-28"
+  "request-metadata 2026-07-28"
+  "sep-2322-client-request-state 2026-07-28"
+  "http-standard-headers 2026-07-28"
+  "http-custom-headers 2026-07-28"
+  "http-invalid-tool-headers 2026-07-28"
+  "json-schema-ref-no-deref 2026-07-28"
+  "json-schema-2020-12-preservation 2026-07-28"
+  "initialize 2025-11-25"
+  "sse-retry 2025-11-25"
+  "elicitation-sep1034-client-defaults 2025-11-25"
+)
+for entry in "${scenarios[@]}"; do
+  read -r scenario revision <<<"$entry"
+  total=$((total + 1))
   out="$work/$scenario.out"
   "$node" "$suite" client --command "$bin client --timeout 20" --scenario "$scenario" \
-    -o "$work/$scenario" >"$out" 2>&1
+    --spec-version "$revision" -o "$work/$scenario" >"$out" 2>&1
   rc=$?
   failures=$(grep -rl '"status": "FAILURE"' "$work/$scenario" 2>/dev/null | wc -l)
   if [ "$rc" -eq 0 ] && [ "$failures" -eq 0 ]; then
     passed=$((passed + 1))
-    echo "conformance-client gate: $scenario: passed"
+    echo "conformance-client gate: $scenario ($revision): passed"
   else
     status=1
-    echo "conformance-client gate: $scenario: FAILED (exit $rc)"
+    echo "conformance-client gate: $scenario ($revision): FAILED (exit $rc)"
     grep -rh '"errorMessage"' "$work/$scenario" 2>/dev/null | head -10 >&2
     tail -n 30 "$out" >&2
   fi
 done
-echo "conformance-client gate: $passed passed, $((4 - passed)) failed"
+echo "conformance-client gate: $passed passed, $((total - passed)) failed"
 if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "conformance-client gate: logs kept in $work" >&2; fi
 exit "$status"

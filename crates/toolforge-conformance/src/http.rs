@@ -43,8 +43,11 @@ pub fn http_service(opts: HttpOptions) -> StreamableHttpService<Fixture, LocalSe
         .with_allowed_origins(LOOPBACK_ORIGINS)
         .enforce_origin_validation()
         .with_cancellation_token(opts.cancel.child_token());
+    // One fixture for every session and stateless request: they share the requestState key
+    // and the open subscriptions/listen streams.
+    let fixture = Fixture::new();
     StreamableHttpService::new(
-        || Ok(Fixture),
+        move || Ok(fixture.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     )

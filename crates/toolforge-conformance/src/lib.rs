@@ -5,7 +5,9 @@
 //! faithful; it is not a product feature. It never touches the network beyond the listener it
 //! is handed, never reads files or the environment, and keeps no state between sessions.
 //!
-//! - [`Fixture`]: the `ServerHandler` with the suite's fixed catalog (see `catalog`).
+//! - [`Fixture`]: the `ServerHandler` with the suite's fixed catalog (see `catalog`), for both
+//!   protocol eras: `initialize` sessions (2025-11-25 and earlier) and 2026-07-28 requests
+//!   (MRTR tools in `mrtr`, `subscriptions/listen` in `listen`).
 //! - [`serve_stdio`]: serve one session on stdin/stdout.
 //! - [`http_service`] / [`router`]: Streamable HTTP at `/mcp`, with Host/Origin validation
 //!   against DNS rebinding; [`serve_http`] runs it on a listener.
@@ -13,6 +15,8 @@
 mod catalog;
 mod fixture;
 mod http;
+mod listen;
+mod mrtr;
 
 pub use fixture::Fixture;
 pub use http::{HttpOptions, http_service, router, serve_http};
@@ -20,7 +24,7 @@ pub use http::{HttpOptions, http_service, router, serve_http};
 /// Serves one fixture session over stdin/stdout until the client closes stdin.
 pub async fn serve_stdio() -> anyhow::Result<()> {
     use rmcp::ServiceExt as _;
-    let running = Fixture
+    let running = Fixture::new()
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| anyhow::anyhow!("conformance fixture: stdio handshake failed: {e}"))?;

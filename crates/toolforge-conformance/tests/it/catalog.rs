@@ -84,7 +84,7 @@ impl ClientHandler for Client {
 async fn connect() -> (RunningService<RoleClient, Client>, Client) {
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
-        if let Ok(running) = Fixture.serve(server_io).await {
+        if let Ok(running) = Fixture::new().serve(server_io).await {
             let _ = running.waiting().await;
         }
     });
@@ -151,6 +151,20 @@ async fn every_tool_is_listed_with_a_description_and_schema() {
             "test_elicitation_sep1330_enums",
             "json_schema_2020_12_tool",
             "test_reconnection",
+            "test_custom_header",
+            "test_missing_capability",
+            "test_streaming_elicitation",
+            "test_logging_tool",
+            "test_trigger_tool_change",
+            "test_trigger_prompt_change",
+            "test_input_required_result_elicitation",
+            "test_input_required_result_sampling",
+            "test_input_required_result_list_roots",
+            "test_input_required_result_request_state",
+            "test_input_required_result_multiple_inputs",
+            "test_input_required_result_multi_round",
+            "test_input_required_result_tampered_state",
+            "test_input_required_result_capabilities",
         ]
     );
     for tool in &tools {
@@ -170,7 +184,18 @@ async fn every_tool_is_listed_with_a_description_and_schema() {
         "https://json-schema.org/draft/2020-12/schema"
     );
     assert_eq!(schema["additionalProperties"], json!(false));
-    assert!(schema["$defs"]["address"].is_object());
+    assert_eq!(schema["$defs"]["address"]["$anchor"], "addressDef");
+    for keyword in ["allOf", "if", "then", "else"] {
+        assert!(schema.get(keyword).is_some(), "{keyword} dropped: {schema}");
+    }
+    let header = tools
+        .iter()
+        .find(|t| t.name == "test_custom_header")
+        .unwrap();
+    assert_eq!(
+        header.input_schema["properties"]["region"]["x-mcp-header"],
+        "Region"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -340,7 +365,7 @@ async fn every_resource_and_the_template_read_back() {
 async fn every_prompt_renders_and_arg1_completes() {
     let (client, _) = connect().await;
     let prompts = client.list_all_prompts().await.unwrap();
-    assert_eq!(prompts.len(), 4);
+    assert_eq!(prompts.len(), 5);
     for p in &prompts {
         assert!(
             p.description.as_deref().is_some_and(|d| !d.is_empty()),

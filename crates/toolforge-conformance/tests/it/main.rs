@@ -1,5 +1,7 @@
 //! The fixture through a real rmcp client: over `tokio::io::duplex` for the catalog, and
-//! through the HTTP router in-process for the DNS-rebinding checks.
+//! through the HTTP router in-process for the DNS-rebinding checks and for protocol 2026-07-28
+//! (self-contained requests, MRTR, routing headers).
 
 mod catalog;
 mod http;
+mod modern;

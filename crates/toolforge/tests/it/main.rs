@@ -4,6 +4,7 @@
 
 mod agent;
 mod cache;
+mod client;
 mod cost_report;
 mod evals;
 mod faults;

@@ -29,7 +29,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             return toolforge_conformance::serve_stdio().await;
         }
         let handler = toolforge_gateway::visible::Filtered::new(
-            toolforge_conformance::Fixture,
+            toolforge_conformance::Fixture::new(),
             "conformance",
             std::sync::Arc::new(visibility),
         );
