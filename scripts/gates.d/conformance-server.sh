@@ -4,16 +4,14 @@
 # all` (40 scenarios), each
 #   (a) against the built-in fixture (`toolforge server conformance --port P`): all must pass;
 #   (b) through the gateway (`toolforge serve`) whose only upstream is the fixture over stdio:
-#       gating too; when scripts/gates.d/conformance-gateway-<revision>.yml exists, it is the
-#       suite's --expected-failures baseline (listed failures allowed; a listed scenario that
-#       now passes fails the gate as stale, so the list only shrinks).
+#       all must pass too (2025-11-25 with the pool on the handshake, 2026-07-28 with the pool
+#       on `"protocol": "auto"`).
 # Also runs the 2025-11-25 pending suite against the fixture (informational, not gating).
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="${CARGO_TARGET_DIR:-$root/target}/debug/toolforge"
 runner="$root/scripts/conformance-server.sh"
-baselines="$root/scripts/gates.d"
 if [ ! -x "$bin" ]; then
   echo "conformance gate: $bin missing: build it first (cargo build -p toolforge)" >&2
   exit 1
@@ -68,17 +66,13 @@ run_suite() {
   return "$rc"
 }
 
-# run_revisions LABEL URL LOG [baseline-prefix]: the 2025-11-25 suite and the 2026-07-28 `all`
-# suite; with a prefix, PREFIX-<revision>.yml is the expected-failures baseline if it exists.
+# run_revisions LABEL URL LOG: the 2025-11-25 suite and the 2026-07-28 `all` suite.
 run_revisions() {
-  local label=$1 url=$2 log=$3 prefix=${4:-} rc=0
+  local label=$1 url=$2 log=$3 rc=0
   local revision args
   for revision in 2025-11-25 2026-07-28; do
     args=(--spec-version "$revision")
     [ "$revision" = 2026-07-28 ] && args+=(--suite all)
-    if [ -n "$prefix" ] && [ -f "$prefix-$revision.yml" ]; then
-      args+=(--expected-failures "$prefix-$revision.yml")
-    fi
     run_suite "$label-$revision" "$url" "$log" "${args[@]}" || rc=1
   done
   return "$rc"
@@ -99,19 +93,26 @@ else
   status=1
 fi
 
-# (b) the gateway in front of the fixture (stdio upstream)
-gport=$(free_port)
-cat >"$work/mcp.servers.json" <<JSON
-{"mcpServers": {"conformance": {"command": "$bin", "args": ["server", "conformance", "--stdio"]}}}
+# (b) the gateway in front of the fixture (stdio upstream), once per protocol era the pool
+# speaks to it: the handshake (the default) for the 2025-11-25 suite, and `"protocol": "auto"`
+# (2026-07-28 when offered, as the fixture does) for the 2026-07-28 suite, where a server that
+# needs the user's input answers input_required and the gateway relays it.
+# run_gateway LABEL PROTOCOL-JSON REVISION [suite args]
+run_gateway() {
+  local label=$1 protocol=$2 revision=$3; shift 3
+  local gport; gport=$(free_port)
+  cat >"$work/$label.servers.json" <<JSON
+{"mcpServers": {"conformance": {"command": "$bin", "args": ["server", "conformance", "--stdio"]$protocol}}}
 JSON
-"$bin" serve --config "$work/mcp.servers.json" --host 127.0.0.1 --port "$gport" >"$work/gateway.log" 2>&1 &
-pids+=($!)
-if wait_ready "http://127.0.0.1:$gport/mcp" "${pids[-1]}" "$work/gateway.log"; then
-  run_revisions gateway "http://127.0.0.1:$gport/mcp" "$work/gateway.log" \
-    "$baselines/conformance-gateway" || status=1
-else
-  status=1
-fi
+  "$bin" serve --config "$work/$label.servers.json" --host 127.0.0.1 --port "$gport" \
+    >"$work/$label.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$gport/mcp" "${pids[-1]}" "$work/$label.log" || return 1
+  run_suite "$label-$revision" "http://127.0.0.1:$gport/mcp" "$work/$label.log" \
+    --spec-version "$revision" "$@"
+}
+run_gateway gateway "" 2025-11-25 || status=1
+run_gateway gateway-modern ', "protocol": "auto"' 2026-07-28 --suite all || status=1
 
 if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "conformance gate: logs kept in $work" >&2; fi
 exit "$status"

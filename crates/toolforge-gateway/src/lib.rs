@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod http;
+pub mod listen;
 pub mod mcp;
 pub mod mrtr;
 pub mod visible;

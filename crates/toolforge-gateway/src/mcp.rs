@@ -19,23 +19,36 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
-    ResultType, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    Tool as McpTool, UnsubscribeRequestParams,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool as McpTool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Caller, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
+use crate::listen::{Change, Listeners};
 use crate::mrtr::{self, StateSeal};
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
+
+/// What follows a backend's `input_required`.
+enum NextRound {
+    /// Answer the client with this (2026-07-28 clients).
+    Relay(InputRequiredResult),
+    /// Retry the backend with the client's answers and the backend's state.
+    Retry {
+        responses: rmcp::model::InputResponses,
+        state: Option<String>,
+    },
+}
 
 /// Where a call goes, and the selector's reason.
 struct Routed {
@@ -107,6 +120,8 @@ pub struct Shared {
     pub tool_mode: ToolMode,
     /// Seals the state of calls waiting for the client's input (2026-07-28).
     seal: RwLock<Arc<StateSeal>>,
+    /// Open `subscriptions/listen` streams (2026-07-28).
+    listeners: Arc<Listeners>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -155,6 +170,7 @@ impl Shared {
             member_positions: Mutex::new(None),
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
+            listeners: Arc::new(Listeners::default()),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -298,19 +314,23 @@ impl Shared {
                 if old.0.tools() != fresh.tools() || old.1.tools().ne(catalog.tools()) {
                     self.notify_tools_changed((&old.0, old.1), (&fresh, catalog))
                         .await;
+                    self.listeners.notify(&Change::Tools).await;
                 }
             }
             PoolEvent::ResourcesChanged { .. } => {
                 for peer in self.live_sessions() {
                     let _ = peer.notify_resource_list_changed().await;
                 }
+                self.listeners.notify(&Change::Resources).await;
             }
             PoolEvent::PromptsChanged { .. } => {
                 for peer in self.live_sessions() {
                     let _ = peer.notify_prompt_list_changed().await;
                 }
+                self.listeners.notify(&Change::Prompts).await;
             }
             PoolEvent::ResourceUpdated { uri, .. } => {
+                self.listeners.notify(&Change::Resource(uri.clone())).await;
                 let peers = {
                     let mut subs = self.subscriptions.lock();
                     let list = subs.entry(uri.clone()).or_default();
@@ -625,6 +645,7 @@ impl Gateway {
     /// The client call `ctx` is, for relaying what a backend asks during it.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         Caller::new(ctx.peer.clone(), ctx.id.clone(), self.session)
+            .with_capabilities(ctx.client_capabilities())
     }
 
     /// What this request may see: the operator's channels narrowed by the session's query and
@@ -839,32 +860,17 @@ impl Gateway {
             };
             match failure.error {
                 toolforge_mcp::CallError::InputRequired { result, .. } => {
-                    if mrtr::client_is_modern(&ctx) {
-                        let envelope = mrtr::Envelope {
-                            server: id.server.clone(),
-                            tool: id.name.clone(),
-                            backend_state: result.request_state.clone(),
-                        };
-                        let sealed = self.shared.seal().seal(&name, &envelope);
-                        return Ok(CallToolResponse::InputRequired(mrtr::relayed(
-                            *result, sealed,
-                        )));
+                    let key = format!("tools/call:{name}");
+                    match self
+                        .input_required(&ctx, &key, (&id.server, &id.name), *result, &mut rounds)
+                        .await?
+                    {
+                        NextRound::Relay(r) => return Ok(CallToolResponse::InputRequired(r)),
+                        NextRound::Retry { responses, state } => {
+                            req.input_responses = Some(responses);
+                            req.request_state = state;
+                        }
                     }
-                    // A handshake-era client: ask it on this call's stream, then retry.
-                    rounds += 1;
-                    if rounds > mrtr::MAX_ROUNDS {
-                        return Err(McpError::internal_error(
-                            format!(
-                                "server \"{}\" still asked for input after {} rounds",
-                                id.server,
-                                mrtr::MAX_ROUNDS
-                            ),
-                            None,
-                        ));
-                    }
-                    let requests = result.input_requests.clone().unwrap_or_default();
-                    req.input_responses = Some(mrtr::ask_client(&ctx, requests).await?);
-                    req.request_state.clone_from(&result.request_state);
                 }
                 toolforge_mcp::CallError::Rpc(e) => return Err(e),
                 other => {
@@ -874,6 +880,56 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// A backend's `input_required` for the client call `ctx` of `key` (method and exposed
+    /// name): relayed sealed to a 2026-07-28 client, or asked of a handshake-era client on its
+    /// own call's stream, giving the backend's retry inputs.
+    async fn input_required(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        key: &str,
+        target: (&str, &str),
+        result: InputRequiredResult,
+        rounds: &mut usize,
+    ) -> Result<NextRound, McpError> {
+        let (server, name) = target;
+        if mrtr::client_is_modern(ctx) {
+            let envelope = mrtr::Envelope {
+                server: server.to_owned(),
+                tool: name.to_owned(),
+                backend_state: result.request_state.clone(),
+            };
+            let sealed = self.shared.seal().seal(key, &envelope);
+            return Ok(NextRound::Relay(mrtr::relayed(result, sealed)));
+        }
+        *rounds += 1;
+        if *rounds > mrtr::MAX_ROUNDS {
+            return Err(McpError::internal_error(
+                format!(
+                    "server \"{server}\" still asked for input after {} rounds",
+                    mrtr::MAX_ROUNDS
+                ),
+                None,
+            ));
+        }
+        let requests = result.input_requests.unwrap_or_default();
+        Ok(NextRound::Retry {
+            responses: mrtr::ask_client(ctx, requests).await?,
+            state: result.request_state,
+        })
+    }
+
+    /// Opens a retry's sealed state for `key`, checking it names `server`; the backend's state.
+    fn reopened(&self, key: &str, sealed: &str, server: &str) -> Result<Option<String>, McpError> {
+        let envelope = self.shared.seal().open(key, sealed)?;
+        if envelope.server != server {
+            return Err(McpError::invalid_params(
+                "requestState belongs to another server's request",
+                None,
+            ));
+        }
+        Ok(envelope.backend_state)
     }
 
     /// Where a new call goes: the selector's decision within what this request may see,
@@ -916,7 +972,10 @@ impl Gateway {
         sealed: &str,
         req: &mut CallToolRequestParams,
     ) -> Result<Routed, McpError> {
-        let envelope = self.shared.seal().open(name, sealed)?;
+        let envelope = self
+            .shared
+            .seal()
+            .open(&format!("tools/call:{name}"), sealed)?;
         let id = ToolId::new(&envelope.server, &envelope.tool);
         if !self.scope(ctx).allows(&id) {
             return Err(not_found("tool", name));
@@ -984,6 +1043,29 @@ impl ServerHandler for Gateway {
             info = info.with_instructions(instructions);
         }
         info
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(crate::listen::offered(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.shared.listeners.hold(context).await;
+        Ok(())
+    }
+
+    /// The definition clients see for `name` (rmcp validates a call's `Mcp-Param-*` headers
+    /// against its `x-mcp-header` annotations).
+    fn get_tool(&self, name: &str) -> Option<McpTool> {
+        let presentation = self.shared.presentation();
+        let index = presentation.tools().iter().position(|e| e.name == name)?;
+        self.shared
+            .tool_list_where(&presentation, &|k, _| k == index)
+            .into_iter()
+            .next()
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
@@ -1097,7 +1179,7 @@ impl ServerHandler for Gateway {
 
     async fn read_resource(
         &self,
-        req: ReadResourceRequestParams,
+        mut req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let server = match self.visible_resource_server(&ctx, &req.uri) {
@@ -1107,15 +1189,37 @@ impl ServerHandler for Gateway {
             }
             found => found?,
         };
-        self.shared
-            .pool
-            .read_resource(&server, req, Some(&self.caller(&ctx)))
-            .await
-            .map(|mut r| {
-                r.result_type.get_or_insert(ResultType::COMPLETE);
-                ReadResourceResponse::Complete(r)
-            })
-            .map_err(|e| e.to_mcp())
+        let key = format!("resources/read:{}", req.uri);
+        if let Some(sealed) = req.request_state.take() {
+            req.request_state = self.reopened(&key, &sealed, &server)?;
+        }
+        let mut rounds = 0;
+        loop {
+            match self
+                .shared
+                .pool
+                .read_resource(&server, req.clone(), Some(&self.caller(&ctx)))
+                .await
+            {
+                Ok(mut r) => {
+                    r.result_type.get_or_insert(ResultType::COMPLETE);
+                    return Ok(ReadResourceResponse::Complete(r));
+                }
+                Err(toolforge_mcp::CallError::InputRequired { result, .. }) => {
+                    match self
+                        .input_required(&ctx, &key, (&server, &req.uri), *result, &mut rounds)
+                        .await?
+                    {
+                        NextRound::Relay(r) => return Ok(ReadResourceResponse::InputRequired(r)),
+                        NextRound::Retry { responses, state } => {
+                            req.input_responses = Some(responses);
+                            req.request_state = state;
+                        }
+                    }
+                }
+                Err(e) => return Err(e.to_mcp()),
+            }
+        }
     }
 
     async fn subscribe(
@@ -1189,23 +1293,46 @@ impl ServerHandler for Gateway {
         mut req: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let (server, prompt) = match self.visible_prompt(&ctx, &req.name) {
+        let exposed = req.name.clone();
+        let (server, prompt) = match self.visible_prompt(&ctx, &exposed) {
             Err(_) if self.shared.pool.starting() => {
                 self.shared.pool.settled(START_WAIT_FOR_CALL).await;
-                self.visible_prompt(&ctx, &req.name)?
+                self.visible_prompt(&ctx, &exposed)?
             }
             found => found?,
         };
+        let key = format!("prompts/get:{exposed}");
+        if let Some(sealed) = req.request_state.take() {
+            req.request_state = self.reopened(&key, &sealed, &server)?;
+        }
         req.name = prompt.name;
-        self.shared
-            .pool
-            .get_prompt(&server, req, Some(&self.caller(&ctx)))
-            .await
-            .map(|mut r| {
-                r.result_type.get_or_insert(ResultType::COMPLETE);
-                GetPromptResponse::Complete(r)
-            })
-            .map_err(|e| e.to_mcp())
+        let mut rounds = 0;
+        loop {
+            match self
+                .shared
+                .pool
+                .get_prompt(&server, req.clone(), Some(&self.caller(&ctx)))
+                .await
+            {
+                Ok(mut r) => {
+                    r.result_type.get_or_insert(ResultType::COMPLETE);
+                    return Ok(GetPromptResponse::Complete(r));
+                }
+                Err(toolforge_mcp::CallError::InputRequired { result, .. }) => {
+                    match self
+                        .input_required(&ctx, &key, (&server, &req.name), *result, &mut rounds)
+                        .await?
+                    {
+                        NextRound::Relay(r) => return Ok(GetPromptResponse::InputRequired(r)),
+                        NextRound::Retry { responses, state } => {
+                            req.input_responses = Some(responses);
+                            req.request_state = state;
+                        }
+                    }
+                }
+                Err(e) => return Err(e.to_mcp()),
+            }
+        }
     }
 
     async fn complete(

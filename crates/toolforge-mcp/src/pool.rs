@@ -772,7 +772,7 @@ impl Pool {
             let left = deadline.saturating_duration_since(Instant::now());
             let sent = tokio::time::timeout(
                 left,
-                peer.send_request_with_option(request, PeerRequestOptions::no_options()),
+                peer.send_request_with_option(request, caller_options(&peer, ctx.caller.as_ref())),
             )
             .await;
             let outcome = match sent {
@@ -918,8 +918,12 @@ impl Pool {
             .await?;
         match r {
             ReadResourceResponse::Complete(r) => Ok(r),
+            ReadResourceResponse::InputRequired(result) => Err(CallError::InputRequired {
+                server: server.to_owned(),
+                result: Box::new(result),
+            }),
             _ => Err(CallError::Rpc(McpError::internal_error(
-                "input-required resource reads are not relayed",
+                "a resource read answered with a task result, which toolforge does not relay yet",
                 None,
             ))),
         }
@@ -942,8 +946,12 @@ impl Pool {
             .await?;
         match r {
             GetPromptResponse::Complete(r) => Ok(r),
+            GetPromptResponse::InputRequired(result) => Err(CallError::InputRequired {
+                server: server.to_owned(),
+                result: Box::new(result),
+            }),
             _ => Err(CallError::Rpc(McpError::internal_error(
-                "input-required prompts are not relayed",
+                "a prompt answered with a task result, which toolforge does not relay yet",
                 None,
             ))),
         }
@@ -1082,6 +1090,22 @@ async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String>
                 .map_err(|e| format!("initialize at {url} failed: {e}"))
         }
     }
+}
+
+/// A call's request options: on a 2026-07-28 connection, where every request says what its
+/// client can do, the calling client's capabilities replace the pool's own (which offer
+/// everything), so the server asks only for input this client can give.
+fn caller_options(peer: &Peer<RoleClient>, caller: Option<&Caller>) -> PeerRequestOptions {
+    let mut options = PeerRequestOptions::no_options();
+    let modern = peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize());
+    if let (true, Some(capabilities)) = (modern, caller.and_then(|c| c.capabilities.clone())) {
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.set_client_capabilities(capabilities);
+        options.meta = Some(meta);
+    }
+    options
 }
 
 /// How the pool opens a connection of `protocol`'s era.

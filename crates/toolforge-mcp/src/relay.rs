@@ -81,6 +81,9 @@ pub struct Caller {
     pub request: RequestId,
     /// Which client session: calls of one session may share a backend request's answer.
     pub session: u64,
+    /// What the client declared it can do (per request on 2026-07-28): a backend on 2026-07-28
+    /// is told these, not the pool's own, so it asks only for what this client can give.
+    pub capabilities: Option<ClientCapabilities>,
 }
 
 impl Caller {
@@ -91,7 +94,21 @@ impl Caller {
             peer,
             request,
             session,
+            capabilities: None,
         }
+    }
+
+    /// The same caller, with the capabilities its request declared.
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: Option<ClientCapabilities>) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    fn declared(&self) -> ClientCapabilities {
+        self.capabilities
+            .clone()
+            .unwrap_or_else(|| capabilities(&self.peer))
     }
 }
 
@@ -360,7 +377,7 @@ impl ClientHandler for Relay {
             Owner::Nobody => return Err(self.no_caller(what)),
             Owner::Ambiguous(n) => return Err(self.ambiguous(what, n)),
         };
-        if capabilities(&caller.peer).sampling.is_none() {
+        if caller.declared().sampling.is_none() {
             return Err(self.not_declared("sampling"));
         }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
@@ -393,7 +410,7 @@ impl ClientHandler for Relay {
                 return Err(self.ambiguous("elicitation (elicitation/create)", n));
             }
         };
-        if capabilities(&caller.peer).elicitation.is_none() {
+        if caller.declared().elicitation.is_none() {
             return Err(self.not_declared("elicitation"));
         }
         let request = ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
@@ -409,7 +426,7 @@ impl ClientHandler for Relay {
         ctx: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         match self.owner(ctx.extensions.get()) {
-            Owner::Call(caller) if capabilities(&caller.peer).roots.is_some() => {
+            Owner::Call(caller) if caller.declared().roots.is_some() => {
                 let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
                 match ask(&caller, request).await {
                     Ok(ClientResult::ListRootsResult(r)) => Ok(r),
