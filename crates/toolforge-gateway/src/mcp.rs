@@ -18,13 +18,13 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, InputRequiredResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceUpdatedNotificationParam, ResultType, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool as McpTool,
-    UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ResourceUpdatedNotificationParam, ResultType, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    Tool as McpTool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -38,6 +38,43 @@ use crate::mrtr::{self, StateSeal};
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
+
+/// How long a client may reuse a list answer without asking again (2026-07-28 `ttlMs`): lists
+/// change when a backend's do, and clients on a `subscriptions/listen` stream hear of it.
+pub const LIST_TTL_MS: u64 = 30_000;
+
+/// The cache hints of one list answer.
+struct CacheHints {
+    scope: CacheScope,
+}
+
+macro_rules! with_hints {
+    ($($t:ty),*) => {$(
+        impl Hinted for $t {
+            fn hinted(self, scope: CacheScope) -> Self {
+                self.with_ttl_ms(LIST_TTL_MS).with_cache_scope(scope)
+            }
+        }
+    )*};
+}
+
+/// A list result that carries cache hints.
+trait Hinted {
+    fn hinted(self, scope: CacheScope) -> Self;
+}
+
+with_hints!(
+    ListToolsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListPromptsResult
+);
+
+impl CacheHints {
+    fn apply<T: Hinted>(&self, result: T) -> T {
+        result.hinted(self.scope)
+    }
+}
 
 /// What follows a backend's `input_required`.
 enum NextRound {
@@ -426,11 +463,16 @@ impl Shared {
                     def.name = exposed.name.clone().into();
                     return Some(def);
                 }
-                let def = json!({
+                let mut def = json!({
                     "name": exposed.name,
                     "description": exposed.description,
                     "inputSchema": exposed.input_schema,
                 });
+                let members: Vec<&ToolId> = exposed.members.iter().collect();
+                let annotations = group_annotations(&self.pool.tool_definitions(&members));
+                if let Some(a) = annotations {
+                    def["annotations"] = a;
+                }
                 serde_json::from_value(def).ok()
             })
             .collect()
@@ -642,6 +684,20 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// How a list answer for a request with `channels` may be cached: shared by every client
+    /// when nothing narrowed it, else private to this client (it shows what this request may
+    /// see).
+    fn cache_hints(&self, channels: &RequestChannels) -> CacheHints {
+        let narrowed = !(self.shared.visibility.is_open() && channels.is_empty());
+        CacheHints {
+            scope: if narrowed {
+                CacheScope::Private
+            } else {
+                CacheScope::Public
+            },
+        }
+    }
+
     /// The client call `ctx` is, for relaying what a backend asks during it.
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         Caller::new(ctx.peer.clone(), ctx.id.clone(), self.session)
@@ -1015,6 +1071,43 @@ fn search_meta_tools() -> Vec<McpTool> {
         .collect()
 }
 
+/// The annotations of an overlap group, from its members' (any one of which may run a call):
+/// destructive or open-world if any member is, read-only or idempotent only if all are. A hint
+/// no member gives stays unset.
+fn group_annotations(members: &[Option<McpTool>]) -> Option<Value> {
+    let hints: Vec<Value> = members
+        .iter()
+        .map(|m| {
+            m.as_ref()
+                .and_then(|t| t.annotations.as_ref())
+                .and_then(|a| serde_json::to_value(a).ok())
+                .unwrap_or(Value::Null)
+        })
+        .collect();
+    let mut out = serde_json::Map::new();
+    for (key, any) in [
+        ("destructiveHint", true),
+        ("openWorldHint", true),
+        ("readOnlyHint", false),
+        ("idempotentHint", false),
+    ] {
+        let given: Vec<Option<bool>> = hints
+            .iter()
+            .map(|h| h.get(key).and_then(Value::as_bool))
+            .collect();
+        if given.iter().all(Option::is_none) {
+            continue;
+        }
+        let value = if any {
+            given.contains(&Some(true))
+        } else {
+            given.iter().all(|v| *v == Some(true))
+        };
+        out.insert(key.to_owned(), Value::Bool(value));
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
 /// A backend's tool result as this gateway answers it. Results relayed from servers on earlier
 /// revisions carry no `resultType`; 2026-07-28 requires it on every result (rmcp strips it
 /// again for clients on earlier revisions).
@@ -1089,7 +1182,8 @@ impl ServerHandler for Gateway {
             let scope = self.shared.scope(&channels);
             self.shared.scoped_tool_list(&scope)
         };
-        Ok(ListToolsResult::with_all_items(
+        let hints = self.cache_hints(&channels);
+        Ok(hints.apply(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {
                 ToolMode::Direct => tools,
                 ToolMode::Search { pinned } => {
@@ -1102,7 +1196,7 @@ impl ServerHandler for Gateway {
                     listed
                 }
             },
-        ))
+        )))
     }
 
     async fn call_tool(
@@ -1157,7 +1251,8 @@ impl ServerHandler for Gateway {
             .filter(|(_, r)| seen.insert(r.uri.clone()))
             .map(|(_, r)| r)
             .collect();
-        Ok(ListResourcesResult::with_all_items(items))
+        let hints = self.cache_hints(&crate::visible::session_channels(&self.session_query, &ctx));
+        Ok(hints.apply(ListResourcesResult::with_all_items(items)))
     }
 
     async fn list_resource_templates(
@@ -1174,7 +1269,8 @@ impl ServerHandler for Gateway {
             .into_iter()
             .map(|(_, t)| t)
             .collect();
-        Ok(ListResourceTemplatesResult::with_all_items(items))
+        let hints = self.cache_hints(&crate::visible::session_channels(&self.session_query, &ctx));
+        Ok(hints.apply(ListResourceTemplatesResult::with_all_items(items)))
     }
 
     async fn read_resource(
@@ -1285,7 +1381,8 @@ impl ServerHandler for Gateway {
                 p
             })
             .collect();
-        Ok(ListPromptsResult::with_all_items(items))
+        let hints = self.cache_hints(&crate::visible::session_channels(&self.session_query, &ctx));
+        Ok(hints.apply(ListPromptsResult::with_all_items(items)))
     }
 
     async fn get_prompt(
@@ -1381,6 +1478,41 @@ impl ServerHandler for Gateway {
     ) -> Result<(), McpError> {
         self.shared.pool.set_level(req.level).await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    fn tool(annotations: Value) -> Option<McpTool> {
+        serde_json::from_value(json!({
+            "name": "t", "inputSchema": {"type": "object"}, "annotations": annotations
+        }))
+        .ok()
+    }
+
+    #[test]
+    fn a_group_is_destructive_if_any_member_is_and_read_only_only_if_all_are() {
+        let members = [
+            tool(json!({"readOnlyHint": true, "destructiveHint": false})),
+            tool(json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true})),
+        ];
+        let a = group_annotations(&members).unwrap();
+        assert_eq!(a["destructiveHint"], true);
+        assert_eq!(a["readOnlyHint"], false);
+        // Only one member says idempotent: not all are.
+        assert_eq!(a["idempotentHint"], false);
+        assert!(a.get("openWorldHint").is_none(), "no member gave it: {a}");
+        let all_read_only = [
+            tool(json!({"readOnlyHint": true})),
+            tool(json!({"readOnlyHint": true})),
+        ];
+        assert_eq!(
+            group_annotations(&all_read_only).unwrap()["readOnlyHint"],
+            true
+        );
+        assert!(group_annotations(&[tool(json!({})), None]).is_none());
     }
 }
 

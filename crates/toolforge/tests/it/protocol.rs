@@ -348,3 +348,58 @@ async fn a_changed_or_foreign_request_state_is_refused() {
         );
     }
 }
+
+/// One stateless 2026-07-28 request to `/mcp{query}`; the JSON-RPC answer.
+async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let text = reqwest::Client::new()
+        .post(format!("{}{query}", served.mcp()))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let body = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find(|d| !d.trim().is_empty())
+        .unwrap_or(&text);
+    serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn list_answers_say_how_long_and_for_whom_they_may_be_cached() {
+    let served = Served::start(&fixture()).await;
+    served
+        .wait_health(60, |h| {
+            crate::server_state(h, "conformance")["state"] == "ready"
+        })
+        .await;
+    for method in ["tools/list", "prompts/list", "resources/list"] {
+        let open = modern_rpc(&served, "", method, json!({})).await;
+        assert_eq!(open["result"]["ttlMs"], 30_000, "{method}: {open}");
+        assert_eq!(open["result"]["cacheScope"], "public", "{method}: {open}");
+        // Narrowed by this request's visibility: what it shows is this client's own.
+        let narrowed = modern_rpc(&served, "?tools=test_simple_text", method, json!({})).await;
+        assert_eq!(
+            narrowed["result"]["cacheScope"], "private",
+            "{method}: {narrowed}"
+        );
+    }
+    let narrowed = modern_rpc(&served, "?tools=test_simple_text", "tools/list", json!({})).await;
+    assert_eq!(
+        narrowed["result"]["tools"].as_array().map(Vec::len),
+        Some(1),
+        "{narrowed}"
+    );
+}
