@@ -761,11 +761,20 @@ impl Gateway {
             .get(PROMPT_META_KEY)
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let scope = self.scope(&ctx);
-        let routed = self
-            .shared
-            .route_tool(&scope, &name, req.arguments.as_ref(), prompt, &self.history)
-            .ok_or_else(|| not_found("tool", &name))?;
+        let route = |scope: &Scope| {
+            let args = req.arguments.as_ref();
+            (self.shared).route_tool(scope, &name, args, prompt, &self.history)
+        };
+        let mut routed = route(&self.scope(&ctx));
+        if routed.is_none() && self.shared.pool.refresh_for_unknown_tool(&name).await {
+            // A server added the tool without `list_changed`: route over its new list.
+            let server = String::new();
+            self.shared
+                .on_event(PoolEvent::ToolsChanged { server })
+                .await;
+            routed = route(&self.scope(&ctx));
+        }
+        let routed = routed.ok_or_else(|| not_found("tool", &name))?;
         let id = routed.id.clone();
         req.name = id.name.clone().into();
         let call = CallContext {
