@@ -449,12 +449,10 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
-    use rmcp::ServiceExt;
     use rmcp::transport::DynamicTransportError;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use super::*;
-    use crate::relay::{ElicitationFallback, Relay};
+    use crate::testing::{Reply, connected};
 
     /// The real policy with a 1 ms base, so waits stay short.
     fn fast() -> RetryPolicy {
@@ -668,58 +666,22 @@ mod tests {
         assert_eq!(status_of("HTTP oops"), None);
     }
 
-    /// A hand-written stdio-style backend on an in-memory pipe: it answers `initialize` and
-    /// `tools/list` (one tool, with `annotations`), counts `tools/call`s and drops the
-    /// connection in the middle of each, like a process that crashes.
+    /// A backend with one tool, `charge` (with `annotations`), that counts the `tools/call`s
+    /// it gets and dies in the middle of each.
     async fn crashing_backend(annotations: serde_json::Value) -> (Arc<Upstream>, Arc<AtomicU32>) {
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
         let calls = Arc::new(AtomicU32::new(0));
         let counted = calls.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = tokio::io::split(theirs);
-            let mut lines = BufReader::new(read).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let msg: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-                let id = msg["id"].clone();
-                let result = match msg["method"].as_str() {
-                    Some("initialize") => serde_json::json!({
-                        "protocolVersion": msg["params"]["protocolVersion"],
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "crashing", "version": "0"}}),
-                    Some("tools/list") => serde_json::json!({"tools": [{
-                        "name": "charge", "inputSchema": {"type": "object"},
-                        "annotations": annotations}]}),
-                    Some("tools/call") => {
-                        counted.fetch_add(1, Ordering::SeqCst);
-                        // Half an answer, then the connection is gone.
-                        let _ = write.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":").await;
-                        return;
-                    }
-                    _ => continue,
-                };
-                let answer = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result});
-                let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+        let up = connected(move |method, _| match method {
+            "tools/list" => Reply::Result(serde_json::json!({"tools": [{
+                "name": "charge", "inputSchema": {"type": "object"},
+                "annotations": annotations}]})),
+            "tools/call" => {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Reply::Crash
             }
-        });
-        let text = serde_json::json!({"mcpServers": {"pay": {"command": "unused", "timeout": 30}}});
-        let cfg = crate::config::parse(&text.to_string(), &|_| None)
-            .expect("config")
-            .servers
-            .remove(0);
-        let (events, _) = tokio::sync::mpsc::unbounded_channel();
-        let relay = Relay::new("pay", events, ElicitationFallback::Decline);
-        let up = Arc::new(Upstream::new(cfg, relay.clone(), None));
-        let (read, write) = tokio::io::split(ours);
-        let client = relay.serve((read, write)).await.expect("initialize");
-        crate::lists::refresh_lists(&up, client.peer())
-            .await
-            .expect("tools/list");
-        *up.peer.write() = Some(client.peer().clone());
-        up.set_state(ServerState::Ready, None);
-        // The connection task lives as long as the test's runtime.
-        tokio::spawn(async move {
-            let _ = client.waiting().await;
-        });
+            _ => Reply::Result(serde_json::json!({})),
+        })
+        .await;
         (up, calls)
     }
 

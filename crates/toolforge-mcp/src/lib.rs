@@ -21,6 +21,8 @@ mod options;
 pub mod pool;
 pub mod relay;
 mod supervise;
+#[cfg(test)]
+mod testing;
 mod upstream;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};

@@ -83,3 +83,46 @@ pub(crate) async fn refresh_for_unknown_tool(up: &Upstream, tool: &str) -> bool 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{Reply, connected};
+
+    #[tokio::test]
+    async fn an_unknown_tool_rereads_the_list_at_most_once_per_interval() {
+        let listed = Arc::new(AtomicU32::new(0));
+        let added = Arc::new(AtomicBool::new(false));
+        let (count, grown) = (listed.clone(), added.clone());
+        let up = connected(move |method, _| {
+            if method != "tools/list" {
+                return Reply::Result(json!({}));
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut tools = vec![json!({"name": "a", "inputSchema": {"type": "object"}})];
+            if grown.load(Ordering::SeqCst) {
+                tools.push(json!({"name": "b", "inputSchema": {"type": "object"}}));
+            }
+            Reply::Result(json!({"tools": tools}))
+        })
+        .await;
+        assert_eq!(listed.load(Ordering::SeqCst), 1, "listed once at start");
+        // A listed tool needs no refresh.
+        assert!(refresh_for_unknown_tool(&up, "a").await);
+        assert_eq!(listed.load(Ordering::SeqCst), 1);
+        // The server added `b` silently: one refresh finds it.
+        added.store(true, Ordering::SeqCst);
+        assert!(refresh_for_unknown_tool(&up, "b").await);
+        assert_eq!(listed.load(Ordering::SeqCst), 2);
+        // Names nobody has do not make the server list again within the interval.
+        for name in ["nope", "still-nope", "b2"] {
+            assert!(!refresh_for_unknown_tool(&up, name).await, "{name}");
+        }
+        assert_eq!(listed.load(Ordering::SeqCst), 2, "rate-limited");
+    }
+}
