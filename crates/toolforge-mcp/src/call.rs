@@ -682,6 +682,10 @@ mod tests {
             _ => Reply::Result(serde_json::json!({})),
         })
         .await;
+        let peer = up.peer.read().clone().expect("connected");
+        crate::lists::refresh_lists(&up, &peer)
+            .await
+            .expect("tools/list");
         (up, calls)
     }
 

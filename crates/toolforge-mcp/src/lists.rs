@@ -111,6 +111,8 @@ mod tests {
             Reply::Result(json!({"tools": tools}))
         })
         .await;
+        let peer = up.peer.read().clone().expect("connected");
+        refresh_lists(&up, &peer).await.expect("tools/list");
         assert_eq!(listed.load(Ordering::SeqCst), 1, "listed once at start");
         // A listed tool needs no refresh.
         assert!(refresh_for_unknown_tool(&up, "a").await);

@@ -20,7 +20,7 @@ pub(crate) enum Reply {
 
 /// A ready [`Upstream`] named `pay` (call timeout 30 s) whose backend answers `initialize`
 /// itself and every other request with `reply(method, params)`; notifications are ignored.
-/// Its lists have been read once.
+/// Its lists are not read yet.
 pub(crate) async fn connected<F>(mut reply: F) -> Arc<Upstream>
 where
     F: FnMut(&str, &Value) -> Reply + Send + 'static,
@@ -62,9 +62,6 @@ where
     let up = Arc::new(Upstream::new(cfg, relay.clone(), None));
     let (read, write) = tokio::io::split(ours);
     let client = relay.serve((read, write)).await.expect("initialize");
-    crate::lists::refresh_lists(&up, client.peer())
-        .await
-        .expect("tools/list");
     *up.peer.write() = Some(client.peer().clone());
     up.set_state(ServerState::Ready, None);
     // The connection task lives as long as the test's runtime.
