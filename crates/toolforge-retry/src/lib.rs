@@ -111,8 +111,8 @@ impl fmt::Display for GiveUp {
         match self {
             Self::Terminal => f.write_str("the error is not transient"),
             Self::MayHaveExecuted => f.write_str(
-                "the request may have reached the server and the call is not idempotent, so \
-                 sending it again could run it twice",
+                "the request may have reached the server and the call is not marked idempotent, \
+                 so sending it again could run it twice",
             ),
             Self::NoRetryAfter => {
                 f.write_str("the server asked to slow down without a Retry-After")
