@@ -294,6 +294,20 @@ async fn a_backend_that_dies_mid_call_ran_it_once_and_the_caller_hears_at_once()
         "{text}"
     );
     assert_eq!(executed(&count), ["charge"], "executed exactly once");
+
+    // A read-only tool may run again: after the same crash it is retried on the restarted
+    // server and answers.
+    let (_, r) = session_rpc(
+        &served.base,
+        None,
+        2,
+        "tools/call",
+        json!({"name": "lookup"}),
+    )
+    .await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert_eq!(tool_text(&r), "lookup", "{r}");
+    assert_eq!(executed(&count), ["charge", "lookup", "lookup"]);
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@
 Every `tools/call` it executes appends one line to COUNT_FILE before anything else.
 
 - stdio: `charge` (no annotations) writes half an answer and exits: the process dies mid-call;
-  `lookup` (`readOnlyHint`) answers; `sneak` adds a tool `late_N` without announcing it
+  `lookup` (`readOnlyHint`) dies the same way the first time it runs (for this COUNT_FILE)
+  and answers after; `sneak` adds a tool `late_N` without announcing it
   (no `notifications/tools/list_changed`), like servers that change their list silently.
 - http: a Streamable HTTP endpoint at /mcp (JSON answers, no sessions) that answers every
   `tools/call` with HTTP 400.
@@ -33,8 +34,11 @@ LOCK = threading.Lock()
 
 
 def count(name):
-    with LOCK, open(COUNT_FILE, "a") as f:
+    """Records an execution of `name`; returns how many it has had, this one included."""
+    with LOCK, open(COUNT_FILE, "a+") as f:
         f.write(name + "\n")
+        f.seek(0)
+        return sum(1 for line in f if line.strip() == name)
 
 
 def answer(mid, result):
@@ -72,8 +76,8 @@ def stdio():
             send(answer(mid, {"tools": TOOLS}))
         elif method == "tools/call":
             name = msg["params"]["name"]
-            count(name)
-            if name == "charge":
+            runs = count(name)
+            if name == "charge" or (name == "lookup" and runs == 1):
                 sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"cont' % json.dumps(mid))
                 sys.stdout.flush()
                 sys.exit(3)
