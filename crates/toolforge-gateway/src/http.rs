@@ -152,6 +152,8 @@ async fn tools_route(
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Json<Vec<ToolRow>> {
+    // As `tools/list`: servers still starting get a moment before the answer.
+    shared.pool.settled(crate::mcp::START_GRACE).await;
     Json(tool_rows_for(
         &shared,
         &RequestChannels::from_http(&uri, &headers),

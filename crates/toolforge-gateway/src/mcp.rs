@@ -1016,6 +1016,11 @@ impl Gateway {
             self.shared.pool.settled(START_WAIT_FOR_CALL).await;
             routed = route();
         }
+        if routed.is_none() && self.shared.pool.refresh_for_unknown_tool(name).await {
+            // A server added the tool without `list_changed`: route over its new list (the
+            // presentation follows the pool's catalog at once; sessions hear list_changed).
+            routed = route();
+        }
         routed.ok_or_else(|| not_found("tool", name))
     }
 

@@ -15,13 +15,15 @@
 //! the API sends `ping`s, so [`AnthropicConfig::timeout`] can bound the silence between chunks
 //! rather than the whole generation.
 //!
-//! Overload (429, 529, an `overloaded_error` event mid-stream), 5xx gateway errors and network
-//! failures are retried: the whole response is assembled before it is returned, so a retry can
-//! never duplicate output the caller has already seen.
+//! Retries follow the one policy of `toolforge-retry`: overload (529, an `overloaded_error`
+//! event mid-stream), 5xx gateway errors and network failures are retried, 3 attempts with
+//! full-jitter waits from 500 ms, all within `timeout` of the call's start; a rate limit (429)
+//! only when its `retry-after` fits that deadline. The whole response is assembled before it
+//! is returned, so a retry can never duplicate output the caller has already seen.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
@@ -29,6 +31,7 @@ use futures::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use toolforge_retry::{Attempted, Decision, Failure as RetryFailure, RetryPolicy, SystemJitter};
 use tracing::warn;
 
 use crate::model::{
@@ -63,24 +66,25 @@ pub struct AnthropicConfig {
     pub stream: bool,
     /// Attempts in all (the first call included) for retryable failures; 0 counts as 1.
     pub max_attempts: u32,
-    /// Upper bound on one wait between attempts, whether from `retry-after` or the backoff.
-    pub max_retry_wait: Duration,
+    /// The retry policy's backoff base (full jitter, doubling); every wait, and every attempt
+    /// of a plain call, ends within `timeout` of the call's start.
+    pub retry_base: Duration,
     /// Connect timeout and longest silence while reading; for plain (non-streamed) calls also
     /// the bound on the whole call.
     pub timeout: Duration,
 }
 
 impl Default for AnthropicConfig {
-    /// Everything but the key: [`DEFAULT_BASE_URL`], [`DEFAULT_MODEL`], no streaming, 4
-    /// attempts, waits of at most 60 s, 120 s timeout.
+    /// Everything but the key: [`DEFAULT_BASE_URL`], [`DEFAULT_MODEL`], no streaming, 3
+    /// attempts with retries from 500 ms, 120 s timeout.
     fn default() -> Self {
         Self {
             api_key: String::new(),
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: DEFAULT_MODEL.to_owned(),
             stream: false,
-            max_attempts: 4,
-            max_retry_wait: Duration::from_secs(60),
+            max_attempts: RetryPolicy::default().max_attempts,
+            retry_base: RetryPolicy::default().base,
             timeout: Duration::from_secs(120),
         }
     }
@@ -95,7 +99,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("model", &self.model)
             .field("stream", &self.stream)
             .field("max_attempts", &self.max_attempts)
-            .field("max_retry_wait", &self.max_retry_wait)
+            .field("retry_base", &self.retry_base)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -158,14 +162,14 @@ impl AnthropicModel {
     }
 
     /// One HTTP exchange, classified into success, a failure worth retrying, or a final one.
-    async fn attempt(&self, body: &[u8]) -> Result<ModelResponse, Failure> {
+    async fn attempt(&self, body: &[u8], limit: Duration) -> Result<ModelResponse, Failure> {
         let mut req = self
             .client
             .post(&self.url)
             .header(CONTENT_TYPE, "application/json")
             .body(body.to_vec());
         if !self.config.stream {
-            req = req.timeout(self.config.timeout);
+            req = req.timeout(limit);
         }
         let resp = req.send().await.map_err(|e| self.transport(&e))?;
         let status = resp.status().as_u16();
@@ -185,7 +189,7 @@ impl AnthropicModel {
         }
         // A JSON body even when a stream was asked for (some proxies buffer): parse it as such.
         let text = resp.text().await.map_err(|e| self.transport(&e))?;
-        parse_response(&text, &self.config.model).map_err(Failure::Fatal)
+        parse_response(&text, &self.config.model).map_err(Failure::fatal)
     }
 
     async fn read_stream(&self, resp: reqwest::Response) -> Result<ModelResponse, Failure> {
@@ -195,13 +199,13 @@ impl AnthropicModel {
             let event = match event {
                 Ok(event) => event,
                 Err(EventStreamError::Transport(e)) => return Err(self.transport(&e)),
-                Err(e) => return Err(Failure::Fatal(bad_response(format!("invalid SSE: {e}")))),
+                Err(e) => return Err(Failure::fatal(bad_response(format!("invalid SSE: {e}")))),
             };
             if event.data.trim().is_empty() {
                 continue;
             }
             let parsed: StreamEvent = serde_json::from_str(&event.data).map_err(|e| {
-                Failure::Fatal(bad_response(format!(
+                Failure::fatal(bad_response(format!(
                     "SSE event {:?}: {e}; data starts {:?}",
                     event.event,
                     quote(&event.data)
@@ -209,20 +213,20 @@ impl AnthropicModel {
             })?;
             match assembler.apply(parsed) {
                 Ok(Flow::Continue) => {}
-                Ok(Flow::Stop) => return assembler.finish().map_err(Failure::Fatal),
+                Ok(Flow::Stop) => return assembler.finish().map_err(Failure::fatal),
                 Err(StreamFailure::Api { kind, message }) => {
                     return Err(self.classify(stream_error_status(&kind), message, None));
                 }
-                Err(StreamFailure::Bad(e)) => return Err(Failure::Fatal(e)),
+                Err(StreamFailure::Bad(e)) => return Err(Failure::fatal(e)),
             }
         }
         // The connection closed before `message_stop`: the answer is incomplete, try again.
-        Err(Failure::Retry {
+        Err(Failure {
             error: ModelError::Transport {
                 provider: PROVIDER,
                 message: format!("{}: the stream ended before message_stop", self.url),
             },
-            retry_after: None,
+            kind: RetryFailure::Network,
         })
     }
 
@@ -232,40 +236,46 @@ impl AnthropicModel {
         } else {
             String::new()
         };
-        Failure::Retry {
+        Failure {
             error: ModelError::Transport {
                 provider: PROVIDER,
                 message: format!("POST {}: {}{hint}", self.url, error_chain(e)),
             },
-            retry_after: None,
+            kind: transport_kind(e),
         }
     }
 
     fn classify(&self, status: u16, message: String, retry_after: Option<Duration>) -> Failure {
         match status {
-            401 | 403 => Failure::Fatal(ModelError::Auth {
+            401 | 403 => Failure::fatal(ModelError::Auth {
                 provider: PROVIDER,
                 status,
                 message: format!("{message} (check {KEY_ENV})"),
             }),
-            429 | 529 => Failure::Retry {
+            429 | 529 => Failure {
                 error: ModelError::Overloaded {
                     provider: PROVIDER,
                     status,
                     attempts: 0,
                     message,
                 },
-                retry_after,
+                kind: RetryFailure::Status {
+                    status,
+                    retry_after,
+                },
             },
-            500 | 502 | 503 | 504 => Failure::Retry {
+            500 | 502 | 503 | 504 => Failure {
                 error: ModelError::Http {
                     provider: PROVIDER,
                     status,
                     message,
                 },
-                retry_after,
+                kind: RetryFailure::Status {
+                    status,
+                    retry_after,
+                },
             },
-            404 => Failure::Fatal(ModelError::Http {
+            404 => Failure::fatal(ModelError::Http {
                 provider: PROVIDER,
                 status,
                 message: format!(
@@ -273,7 +283,7 @@ impl AnthropicModel {
                     self.config.model, self.config.base_url
                 ),
             }),
-            _ => Failure::Fatal(ModelError::Http {
+            _ => Failure::fatal(ModelError::Http {
                 provider: PROVIDER,
                 status,
                 message,
@@ -297,24 +307,36 @@ impl Model for AnthropicModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let body = self.encode(request)?;
-            let max_attempts = self.config.max_attempts.max(1);
+            let policy = RetryPolicy {
+                max_attempts: self.config.max_attempts,
+                base: self.config.retry_base,
+            };
+            // One deadline for every attempt and wait: `timeout` from the call's start.
+            let deadline = Instant::now() + self.config.timeout;
             let mut attempt = 1;
             loop {
-                let (error, retry_after) = match self.attempt(&body).await {
+                let limit = deadline.saturating_duration_since(Instant::now());
+                let Failure { error, kind } = match self.attempt(&body, limit).await {
                     Ok(response) => return Ok(response),
-                    Err(Failure::Fatal(error)) => return Err(error),
-                    Err(Failure::Retry { error, retry_after }) => (error, retry_after),
+                    Err(failure) => failure,
                 };
-                if attempt >= max_attempts {
-                    return Err(gave_up(error, attempt));
-                }
-                let wait = retry_after
-                    .unwrap_or_else(|| backoff(attempt))
-                    .min(self.config.max_retry_wait);
+                let call = Attempted {
+                    attempts: attempt,
+                    idempotent: true, // a completion has no effect beyond its answer
+                    now: Instant::now(),
+                    deadline,
+                };
+                let wait = match policy.decide(kind, call, &mut SystemJitter) {
+                    Decision::Retry { after } => after,
+                    Decision::GiveUp(why) => {
+                        tracing::debug!(provider = PROVIDER, attempt, "not retried: {why}");
+                        return Err(gave_up(error, attempt));
+                    }
+                };
                 warn!(
                     provider = PROVIDER,
                     attempt,
-                    max_attempts,
+                    max_attempts = policy.max_attempts,
                     wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                     error = %error,
                     "Model call failed; retrying."
@@ -326,14 +348,32 @@ impl Model for AnthropicModel {
     }
 }
 
-/// What one attempt ended with, when it did not succeed.
-enum Failure {
-    /// Worth another attempt, after `retry_after` if the server named a wait.
-    Retry {
-        error: ModelError,
-        retry_after: Option<Duration>,
-    },
-    Fatal(ModelError),
+/// What one attempt ended with, when it did not succeed: the error, and what it means to the
+/// retry policy of `toolforge-retry`.
+struct Failure {
+    error: ModelError,
+    kind: RetryFailure,
+}
+
+impl Failure {
+    /// A failure that sending the same request again would not change.
+    fn fatal(error: ModelError) -> Self {
+        Self {
+            error,
+            kind: RetryFailure::Rejected,
+        }
+    }
+}
+
+/// A request that failed in transport: only a refused connection proves it never left.
+fn transport_kind(e: &reqwest::Error) -> RetryFailure {
+    if e.is_connect() {
+        RetryFailure::NotSent
+    } else if e.is_timeout() {
+        RetryFailure::Timeout
+    } else {
+        RetryFailure::Network
+    }
 }
 
 /// The error returned once the attempts are used up, saying how many there were.
@@ -365,11 +405,6 @@ fn gave_up(error: ModelError, attempts: u32) -> ModelError {
         },
         other => other,
     }
-}
-
-/// Exponential backoff: 1 s before the second attempt, 2 s before the third, 4 s, ...
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_secs(1u64 << attempt.saturating_sub(1).min(20))
 }
 
 /// The `retry-after` header in seconds (Anthropic sends whole seconds; fractions are accepted).
@@ -916,7 +951,6 @@ fn finish_block(block: Block) -> Result<Block, StreamFailure> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use serde_json::{Value, json};
     use wiremock::matchers::{header, method, path};
@@ -930,7 +964,7 @@ mod tests {
             api_key: "sk-ant-test".into(),
             // A trailing slash must not produce `//v1/messages`.
             base_url: format!("{}/", server.uri()),
-            max_retry_wait: Duration::from_millis(5),
+            retry_base: Duration::from_millis(5),
             ..AnthropicConfig::default()
         }
     }
@@ -1437,28 +1471,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn long_retry_after_is_capped_by_max_retry_wait() {
+    async fn rate_limits_are_retried_only_when_retry_after_fits_the_deadline() {
         let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(429)
-                    .insert_header("retry-after", "3600")
-                    .set_body_json(overloaded_body()),
-            )
-            .up_to_n_times(1)
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(end_turn_answer("ok")))
-            .mount(&server)
-            .await;
-        let mut c = config(&server);
-        c.max_retry_wait = Duration::from_millis(20);
-        let started = Instant::now();
-        let r = model(c).complete(&request(false)).await.unwrap();
-        assert_eq!(r.text(), "ok");
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(bodies(&server).await.len(), 2);
+        // An hour's wait does not fit a 120 s deadline; no Retry-After gives nothing to honour.
+        for retry_after in [Some("3600"), None] {
+            let mut answer = ResponseTemplate::new(429).set_body_json(overloaded_body());
+            if let Some(wait) = retry_after {
+                answer = answer.insert_header("retry-after", wait);
+            }
+            server.reset().await;
+            Mock::given(method("POST"))
+                .respond_with(answer)
+                .mount(&server)
+                .await;
+            let err = model(config(&server))
+                .complete(&request(false))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ModelError::Overloaded {
+                        status: 429,
+                        attempts: 1,
+                        ..
+                    }
+                ),
+                "{retry_after:?}: {err}"
+            );
+            assert_eq!(bodies(&server).await.len(), 1, "{retry_after:?}");
+        }
     }
 
     #[tokio::test]
@@ -1633,7 +1675,7 @@ mod tests {
             api_key: "k".into(),
             base_url: format!("http://127.0.0.1:{port}"),
             max_attempts: 2,
-            max_retry_wait: Duration::from_millis(1),
+            retry_base: Duration::from_millis(1),
             ..AnthropicConfig::default()
         });
         let err = m.complete(&request(false)).await.unwrap_err();
@@ -1671,18 +1713,10 @@ mod tests {
         assert_eq!(c.base_url, DEFAULT_BASE_URL);
         assert_eq!(c.model, DEFAULT_MODEL);
         assert!(!c.stream);
-        assert_eq!(c.max_attempts, 4);
-        assert_eq!(c.max_retry_wait, Duration::from_secs(60));
+        assert_eq!(c.max_attempts, 3);
+        assert_eq!(c.retry_base, Duration::from_millis(500));
         assert_eq!(c.timeout, Duration::from_secs(120));
         assert!(!format!("{c:?}").contains("sk-ant-secret"));
-    }
-
-    #[test]
-    fn backoff_doubles_from_one_second() {
-        let waits: Vec<u64> = (1..=5).map(|a| backoff(a).as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16]);
-        // No overflow however many attempts are configured.
-        assert!(backoff(u32::MAX) > Duration::from_secs(1));
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub struct ServerConfig {
     pub start_timeout: Duration,
     /// Which protocol era to speak to it (`protocol`).
     pub protocol: Protocol,
+    /// Every tool of the server may be sent again after a failure that may have reached it
+    /// (`retryable`); the operator vouches that its calls are idempotent.
+    pub retryable: bool,
+    /// The same for these tools only (`retryableTools`).
+    pub retryable_tools: Vec<String>,
+    /// Why the entry cannot be used (it is then disabled, and `/health` shows this).
+    pub disabled_reason: Option<String>,
 }
 
 /// The protocol era the pool speaks to a server (`"protocol"` in `mcp.servers.json`).
@@ -230,7 +237,13 @@ const SERVER_KEYS: &[&str] = &[
     "startTimeout",
     "description",
     "protocol",
+    "retryable",
+    "retryableTools",
 ];
+
+/// Why a legacy HTTP+SSE entry is disabled.
+pub const LEGACY_SSE: &str = "the legacy HTTP+SSE transport (\"type\": \"sse\") is not supported; \
+                              point \"url\" at the server's Streamable HTTP endpoint and drop \"type\"";
 
 fn parse_server(
     name: &str,
@@ -299,13 +312,6 @@ fn parse_server(
             }
         }
         (None, Some(url)) => {
-            if kind.as_deref() == Some("sse") {
-                return Err(server_err(
-                    name,
-                    "the legacy HTTP+SSE transport is not supported; use the server's \
-                     Streamable HTTP endpoint",
-                ));
-            }
             let url = ex(url
                 .as_str()
                 .ok_or_else(|| server_err(name, "\"url\" must be a string"))?)?;
@@ -329,16 +335,27 @@ fn parse_server(
         obj.get(key)
             .map_or(Ok(Vec::new()), |v| string_list(name, key, v))
     };
+    let disabled_reason = (kind.as_deref() == Some("sse")).then(|| LEGACY_SSE.to_owned());
+    if disabled_reason.is_some() {
+        warnings.push(format!("server \"{name}\" is disabled: {LEGACY_SSE}"));
+    }
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
         tags: list("tags")?,
         aliases: list("aliases")?,
-        disabled: match obj.get("disabled") {
+        disabled: disabled_reason.is_some()
+            || match obj.get("disabled") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(server_err(name, "\"disabled\" must be true or false")),
+            },
+        retryable: match obj.get("retryable") {
             None => false,
             Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(server_err(name, "\"disabled\" must be true or false")),
+            Some(_) => return Err(server_err(name, "\"retryable\" must be true or false")),
         },
+        retryable_tools: list("retryableTools")?,
         call_timeout: obj
             .get("timeout")
             .map_or(Ok(DEFAULT_CALL_TIMEOUT), |v| seconds(name, "timeout", v))?,
@@ -358,6 +375,7 @@ fn parse_server(
                 ));
             }
         },
+        disabled_reason,
     })
 }
 
@@ -545,10 +563,6 @@ mod tests {
                 "must be http(s)",
             ),
             (
-                json!({"mcpServers": {"a": {"url": "http://h", "type": "sse"}}}),
-                "legacy HTTP+SSE",
-            ),
-            (
                 json!({"mcpServers": {"a": {"command": "x", "timeout": -1}}}),
                 "\"timeout\"",
             ),
@@ -566,5 +580,46 @@ mod tests {
             assert!(err.contains(want), "{cfg}: {err}");
         }
         assert!(parse("{not json", &vars).is_err());
+    }
+
+    #[test]
+    fn a_legacy_sse_entry_disables_only_that_server() {
+        let text = json!({"mcpServers": {
+            "old": {"url": "http://h/sse", "type": "sse"},
+            "new": {"url": "http://h/mcp"}
+        }})
+        .to_string();
+        let cfg = parse(&text, &vars).expect("the rest of the file is used");
+        let old = &cfg.servers[0];
+        assert!(old.disabled);
+        let reason = old.disabled_reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("legacy HTTP+SSE"), "{reason}");
+        assert!(!cfg.servers[1].disabled && cfg.servers[1].disabled_reason.is_none());
+        assert!(
+            cfg.warnings
+                .iter()
+                .any(|w| w.contains("\"old\" is disabled")),
+            "{:?}",
+            cfg.warnings
+        );
+    }
+
+    #[test]
+    fn retryable_server_and_tools() {
+        let text = json!({"mcpServers": {
+            "a": {"command": "x", "retryable": true},
+            "b": {"command": "x", "retryableTools": ["get", "list"]},
+            "c": {"command": "x"}
+        }})
+        .to_string();
+        let cfg = parse(&text, &vars).expect("valid");
+        assert!(cfg.servers[0].retryable && cfg.servers[0].retryable_tools.is_empty());
+        assert!(!cfg.servers[1].retryable);
+        assert_eq!(cfg.servers[1].retryable_tools, ["get", "list"]);
+        assert!(!cfg.servers[2].retryable && cfg.servers[2].retryable_tools.is_empty());
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        let bad = json!({"mcpServers": {"a": {"command": "x", "retryable": "yes"}}}).to_string();
+        let err = parse(&bad, &vars).expect_err("not a boolean").to_string();
+        assert!(err.contains("\"retryable\" must be true or false"), "{err}");
     }
 }

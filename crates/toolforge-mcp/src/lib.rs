@@ -1,15 +1,29 @@
 //! The MCP client pool: connects to every server of `mcp.servers.json` (stdio children and
 //! Streamable HTTP), keeps each connection supervised, merges what they offer into a
-//! [`toolforge_select::Catalog`], and executes calls with the retry policy.
+//! [`toolforge_select::Catalog`], and executes calls with the retry policy of
+//! `toolforge-retry` (at most once, unless the tool is idempotent).
 //!
 //! It never reads the environment or files itself (the binary passes config text and a variable
 //! lookup), and rmcp's client types stay inside: callers see the pool, MCP model types and the
 //! catalog.
+//!
+//! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
+//! `catalog`, `call` (the call path), `supervise`, `events`, and `pool` (the public face).
 
 pub mod cache;
+mod call;
+mod catalog;
 pub mod config;
+mod connect;
+mod events;
+mod lists;
+mod options;
 pub mod pool;
 pub mod relay;
+mod supervise;
+#[cfg(test)]
+mod testing;
+mod upstream;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, PoolConfig, Protocol, ServerConfig, Transport};
@@ -18,3 +32,4 @@ pub use pool::{
     ServerHealth, ServerState,
 };
 pub use relay::{Caller, ElicitationFallback, PoolEvent};
+pub use toolforge_retry::GiveUp;

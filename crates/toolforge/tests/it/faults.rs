@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::stateless::session_rpc;
 use crate::{Served, bin, call, python_client, root, server_state, tool};
 
 #[tokio::test]
@@ -248,4 +249,148 @@ async fn pagination_is_followed_and_list_changed_refreshes_the_catalog() {
         rows = served.get("/tools").await;
     }
     assert_eq!(names(&rows), ["echo", "crash", "hang", "grow", "extra_4"]);
+}
+
+/// The calls a backend of `at_most_once_server.py` executed, one name a line.
+fn executed(count: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(count)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn tool_text(r: &serde_json::Value) -> String {
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_backend_that_dies_mid_call_ran_it_once_and_the_caller_hears_at_once() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/at_most_once_server.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = dir.path().join("calls.txt");
+    let config = json!({"mcpServers": {
+        "pay": {"command": python, "args": [script, "stdio", count], "timeout": 30}
+    }});
+    let served = Served::start_full(&config, &[], &["--stateless"]).await;
+    served
+        .wait_health(30, |h| server_state(h, "pay")["state"] == "ready")
+        .await;
+    let params = json!({"name": "charge", "arguments": {"amount": 10}});
+    let (_, r) = session_rpc(&served.base, None, 1, "tools/call", params).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = tool_text(&r);
+    // The closed connection answered, not the 30 s deadline; and the error says why the call
+    // was not sent again.
+    assert!(!text.contains("did not answer within"), "{text}");
+    assert!(
+        text.contains("\"pay\"")
+            && text.contains("not retried")
+            && text.contains("may have reached"),
+        "{text}"
+    );
+    assert_eq!(executed(&count), ["charge"], "executed exactly once");
+
+    // A read-only tool may run again: after the same crash it is retried on the restarted
+    // server and answers.
+    let (_, r) = session_rpc(
+        &served.base,
+        None,
+        2,
+        "tools/call",
+        json!({"name": "lookup"}),
+    )
+    .await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert_eq!(tool_text(&r), "lookup", "{r}");
+    assert_eq!(executed(&count), ["charge", "lookup", "lookup"]);
+}
+
+#[tokio::test]
+async fn an_http_400_from_a_backend_is_sent_once() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/at_most_once_server.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = dir.path().join("calls.txt");
+    let port = crate::free_port();
+    let _backend = tokio::process::Command::new(python)
+        .arg(&script)
+        .args(["http", &port.to_string()])
+        .arg(&count)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the HTTP backend");
+    let config = json!({"mcpServers": {
+        "h": {"url": format!("http://127.0.0.1:{port}/mcp"), "timeout": 30}
+    }});
+    let served = Served::start_full(&config, &[], &["--stateless"]).await;
+    served
+        .wait_health(60, |h| server_state(h, "h")["state"] == "ready")
+        .await;
+    let (_, r) = session_rpc(
+        &served.base,
+        None,
+        1,
+        "tools/call",
+        json!({"name": "charge"}),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(tool_text(&r).contains("400"), "{r}");
+    assert_eq!(
+        executed(&count),
+        ["charge"],
+        "one tools/call reached the backend"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_added_without_list_changed_is_found_and_a_legacy_sse_entry_is_only_disabled() {
+    let python = tool("venv/bin/python");
+    let script = root().join("crates/toolforge/tests/python/at_most_once_server.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = dir.path().join("calls.txt");
+    let config = json!({"mcpServers": {
+        "quiet": {"command": python, "args": [script, "stdio", count]},
+        "legacy": {"url": "http://127.0.0.1:9/sse", "type": "sse"}
+    }});
+    let served = Served::start_full(&config, &[], &["--stateless"]).await;
+    let health = served
+        .wait_health(30, |h| server_state(h, "quiet")["state"] == "ready")
+        .await;
+    let legacy = server_state(&health, "legacy");
+    assert_eq!(legacy["state"], "disabled", "{health}");
+    assert!(
+        legacy["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("legacy HTTP+SSE")),
+        "{health}"
+    );
+
+    let (_, r) = session_rpc(
+        &served.base,
+        None,
+        1,
+        "tools/call",
+        json!({"name": "sneak"}),
+    )
+    .await;
+    let added = tool_text(&r);
+    assert!(added.starts_with("late_"), "{r}");
+    // The catalog does not know it yet: one refresh of the list finds it.
+    let (_, r) = session_rpc(&served.base, None, 2, "tools/call", json!({"name": added})).await;
+    assert_eq!(tool_text(&r), added, "{r}");
+    assert_eq!(executed(&count), ["sneak", added.as_str()]);
+    // A name no server has is still unknown.
+    let (_, r) = session_rpc(&served.base, None, 3, "tools/call", json!({"name": "nope"})).await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool")),
+        "{r}"
+    );
 }

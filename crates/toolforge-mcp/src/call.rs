@@ -1,0 +1,757 @@
+//! The call path: a `tools/call` with the retry policy (`toolforge-retry`) and at-most-once
+//! execution, and the single-attempt requests (resources, prompts, completion, subscriptions).
+//!
+//! A call that may have reached the backend is sent again only when the tool is idempotent
+//! (its `readOnlyHint` or `idempotentHint`, or `retryable` in `mcp.servers.json`); what
+//! provably never left (the connection was gone before the send, the connection was refused)
+//! is retried whatever the tool. When a backend dies mid-call the caller hears at once, and the
+//! error says why it was not sent again. One deadline (the server's `timeout`) bounds every
+//! attempt and wait of a call together.
+
+use std::future::Future;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, InputRequiredResult, ProgressToken, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+use rmcp::{ErrorData as McpError, Peer, RoleClient};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use toolforge_retry::{Attempted, Decision, Failure, GiveUp, Jitter, RetryPolicy, SystemJitter};
+
+use crate::relay::{CallGuard, Caller};
+use crate::upstream::{ServerState, Upstream};
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown server \"{0}\"")]
+    UnknownServer(String),
+    #[error("server \"{server}\" is {state:?}{}", last_error.as_deref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Unavailable {
+        server: String,
+        state: ServerState,
+        last_error: Option<String>,
+    },
+    #[error("server \"{server}\" did not answer within {after:?}")]
+    Timeout {
+        server: String,
+        after: std::time::Duration,
+    },
+    /// A JSON-RPC error from the server (terminal).
+    #[error("{0}")]
+    Rpc(McpError),
+    /// The connection or the transport failed; `not_retried` says why the call was not sent
+    /// again, once the retry policy gave up.
+    #[error("server \"{server}\": {message}{}", not_retried.as_ref().map(|r| format!(" (not retried: {r})")).unwrap_or_default())]
+    Transport {
+        server: String,
+        message: String,
+        not_retried: Option<GiveUp>,
+    },
+    #[error("the call was cancelled")]
+    Cancelled,
+    /// The server (on protocol 2026-07-28) needs input from the caller's user before it can go
+    /// on: a gateway relays it to its client; callers that cannot ask anyone fail with this.
+    #[error(
+        "server \"{server}\" needs input from the user (sampling, elicitation or roots) to go on, which this caller cannot give"
+    )]
+    InputRequired {
+        server: String,
+        result: Box<InputRequiredResult>,
+    },
+}
+
+impl CallError {
+    /// The error as a JSON-RPC error for a client.
+    #[must_use]
+    pub fn to_mcp(&self) -> McpError {
+        match self {
+            Self::Rpc(e) => e.clone(),
+            Self::UnknownServer(_) => McpError::invalid_params(self.to_string(), None),
+            Self::Transport {
+                not_retried: Some(why),
+                ..
+            } => McpError::internal_error(
+                self.to_string(),
+                Some(serde_json::json!({"notRetried": why.to_string()})),
+            ),
+            _ => McpError::internal_error(self.to_string(), None),
+        }
+    }
+
+    fn with_not_retried(self, why: GiveUp) -> Self {
+        match self {
+            Self::Transport {
+                server, message, ..
+            } => Self::Transport {
+                server,
+                message,
+                not_retried: Some(why),
+            },
+            other => other,
+        }
+    }
+}
+
+/// A tool call's result and how it was obtained (traces record both).
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub result: CallToolResult,
+    pub attempts: u32,
+    pub retry_reason: Option<String>,
+}
+
+/// A failed call, with the attempts made.
+#[derive(Debug)]
+pub struct CallFailure {
+    pub error: CallError,
+    pub attempts: u32,
+    /// Why the call was retried (the failure before the last attempt), when it was.
+    pub retry_reason: Option<String>,
+    /// Why the last failure was not retried, when the retry policy decided it.
+    pub not_retried: Option<GiveUp>,
+}
+
+/// Who is calling, for relaying what the backend sends back during the call.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// The client call this call serves (sampling, elicitation, roots and logging go there).
+    pub caller: Option<Caller>,
+    /// The caller's progress token.
+    pub progress: Option<ProgressToken>,
+    /// Cancelled when the caller goes away; the backend then gets `notifications/cancelled`.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// A failed attempt: the error for the caller, and what it means to the retry policy (none:
+/// final whatever the policy says, e.g. cancelled or past the deadline).
+type AttemptError = (CallError, Option<Failure>);
+
+/// What [`with_retries`] needs to decide.
+pub(crate) struct Retrying<'a> {
+    pub policy: RetryPolicy,
+    pub idempotent: bool,
+    pub deadline: Instant,
+    pub cancel: &'a CancellationToken,
+}
+
+/// Runs `attempt` until it succeeds or the policy gives up, waiting between attempts (the
+/// wait ends early when the caller cancels). Returns the value, the attempts made and why the
+/// call was retried.
+pub(crate) async fn with_retries<T, F, Fut>(
+    retrying: Retrying<'_>,
+    jitter: &mut (dyn Jitter + Send),
+    server: &str,
+    mut attempt: F,
+) -> Result<(T, u32, Option<String>), CallFailure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, AttemptError>>,
+{
+    let mut retry_reason: Option<String> = None;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (error, failure) = match attempt().await {
+            Ok(value) => return Ok((value, attempts, retry_reason)),
+            Err(e) => e,
+        };
+        let Some(failure) = failure else {
+            return Err(CallFailure {
+                error,
+                attempts,
+                retry_reason,
+                not_retried: None,
+            });
+        };
+        let call = Attempted {
+            attempts,
+            idempotent: retrying.idempotent,
+            now: Instant::now().into_std(),
+            deadline: retrying.deadline.into_std(),
+        };
+        match retrying.policy.decide(failure, call, jitter) {
+            Decision::GiveUp(why) => {
+                tracing::debug!(server, attempts, "not retried ({why}): {error}");
+                return Err(CallFailure {
+                    error: error.with_not_retried(why),
+                    attempts,
+                    retry_reason,
+                    not_retried: Some(why),
+                });
+            }
+            Decision::Retry { after } => {
+                tracing::info!(
+                    server,
+                    attempts,
+                    "transient failure, retrying in {after:?}: {error}"
+                );
+                retry_reason = Some(error.to_string());
+                tokio::select! {
+                    () = tokio::time::sleep(after) => {}
+                    () = retrying.cancel.cancelled() => {
+                        return Err(CallFailure {
+                            error: CallError::Cancelled,
+                            attempts,
+                            retry_reason,
+                            not_retried: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Calls a tool on `up` with the retry policy, within the server's timeout.
+pub(crate) async fn call_tool(
+    up: &Upstream,
+    policy: RetryPolicy,
+    params: CallToolRequestParams,
+    ctx: CallContext,
+) -> Result<CallOutcome, CallFailure> {
+    let deadline = Instant::now() + up.cfg.call_timeout;
+    let cancel = ctx.cancel.clone().unwrap_or_default();
+    let retrying = Retrying {
+        policy,
+        idempotent: up.retryable(&params.name),
+        deadline,
+        cancel: &cancel,
+    };
+    let (params, ctx, stop) = (&params, &ctx, &cancel);
+    let (result, attempts, retry_reason) =
+        with_retries(retrying, &mut SystemJitter, &up.cfg.name, move || {
+            attempt_call(up, params, ctx, deadline, stop)
+        })
+        .await?;
+    Ok(CallOutcome {
+        result,
+        attempts,
+        retry_reason,
+    })
+}
+
+/// One `tools/call`, from waiting for a ready connection to the answer.
+async fn attempt_call(
+    up: &Upstream,
+    params: &CallToolRequestParams,
+    ctx: &CallContext,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<CallToolResult, AttemptError> {
+    let server = up.cfg.name.as_str();
+    let timed_out = || {
+        let error = CallError::Timeout {
+            server: server.to_owned(),
+            after: up.cfg.call_timeout,
+        };
+        (error, None)
+    };
+    let peer = ready_peer(up, deadline).await.map_err(|e| (e, None))?;
+    let mut guard = up.relay.register(ctx.caller.as_ref());
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+    let sent = tokio::time::timeout_at(
+        deadline,
+        peer.send_request_with_option(request, caller_options(&peer, ctx.caller.as_ref())),
+    )
+    .await;
+    let handle = match sent {
+        Err(_) => return Err(timed_out()),
+        // The connection's task was gone: the request never left this process.
+        Ok(Err(ServiceError::TransportClosed)) => {
+            let error = transport_error(server, "the connection was closed before the send");
+            return Err((error, Some(Failure::NotSent)));
+        }
+        Ok(Err(e)) => return Err((service_error(server, e), Some(Failure::Rejected))),
+        Ok(Ok(handle)) => handle,
+    };
+    guard.sent(handle.id.clone());
+    if let (Some(caller), Some(original)) = (&ctx.caller, &ctx.progress) {
+        up.relay
+            .map_progress(&mut guard, caller, &handle.progress_token, original.clone());
+    }
+    let mut cancel_guard = CancelOnDrop {
+        peer: Some(peer.clone()),
+        id: handle.id.clone(),
+    };
+    let answer = tokio::select! {
+        r = tokio::time::timeout_at(deadline, handle.await_response()) => r,
+        () = cancel.cancelled() => return Err((CallError::Cancelled, None)),
+    };
+    let Ok(answer) = answer else {
+        return Err(timed_out());
+    };
+    cancel_guard.peer = None;
+    drop(guard);
+    match answer {
+        Ok(ServerResult::CallToolResult(result)) => Ok(result),
+        Ok(ServerResult::InputRequiredResult(result)) => {
+            let error = CallError::InputRequired {
+                server: server.to_owned(),
+                result: Box::new(result),
+            };
+            Err((error, None))
+        }
+        Ok(ServerResult::CreateTaskResult(_)) => {
+            let error = CallError::Rpc(McpError::internal_error(
+                format!(
+                    "server \"{server}\" answered with a task result, which toolforge does not relay yet"
+                ),
+                None,
+            ));
+            Err((error, None))
+        }
+        Ok(_) => Err((
+            service_error(server, ServiceError::UnexpectedResponse),
+            Some(Failure::Rejected),
+        )),
+        Err(e) => {
+            let failure = classify(&e);
+            Err((service_error(server, e), Some(failure)))
+        }
+    }
+}
+
+/// A call's request options: on a 2026-07-28 connection, where every request says what its
+/// client can do, the calling client's capabilities replace the pool's own (which offer
+/// everything), so the server asks only for input this client can give.
+fn caller_options(peer: &Peer<RoleClient>, caller: Option<&Caller>) -> PeerRequestOptions {
+    let mut options = PeerRequestOptions::no_options();
+    let modern = peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize());
+    if let (true, Some(capabilities)) = (modern, caller.and_then(|c| c.capabilities.clone())) {
+        let mut meta = rmcp::model::RequestMetaObject::default();
+        meta.set_client_capabilities(capabilities);
+        options.meta = Some(meta);
+    }
+    options
+}
+
+fn transport_error(server: &str, message: impl Into<String>) -> CallError {
+    CallError::Transport {
+        server: server.to_owned(),
+        message: message.into(),
+        not_retried: None,
+    }
+}
+
+/// A failed request as the caller's error.
+fn service_error(server: &str, e: ServiceError) -> CallError {
+    match e {
+        ServiceError::McpError(e) => CallError::Rpc(e),
+        ServiceError::TransportClosed => {
+            transport_error(server, "the connection closed before the server answered")
+        }
+        ServiceError::TransportSend(e) => transport_error(server, e.error.to_string()),
+        other => transport_error(server, other.to_string()),
+    }
+}
+
+/// What a failed request means to the retry policy.
+pub(crate) fn classify(e: &ServiceError) -> Failure {
+    match e {
+        // The connection ended with the request in flight: it may have run.
+        ServiceError::TransportClosed => Failure::Network,
+        ServiceError::Timeout { .. } => Failure::Timeout,
+        ServiceError::TransportSend(e) => classify_transport(e.error.as_ref()),
+        _ => Failure::Rejected,
+    }
+}
+
+/// A transport's send error. Only a refused connection proves the request never left.
+fn classify_transport(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Failure {
+    let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() else {
+        return Failure::Network; // a stdio write that failed part-way may have been read
+    };
+    match http {
+        StreamableHttpError::Client(e) if e.is_connect() => Failure::NotSent,
+        StreamableHttpError::HttpStatus(s) => Failure::Status {
+            status: s.status,
+            retry_after: s.retry_after.as_deref().and_then(retry_after_seconds),
+        },
+        StreamableHttpError::UnexpectedServerResponse(text) => {
+            status_of(text).map_or(Failure::Network, |status| Failure::Status {
+                status,
+                retry_after: None,
+            })
+        }
+        StreamableHttpError::Deserialize(_) | StreamableHttpError::UnexpectedContentType(_) => {
+            Failure::Rejected
+        }
+        _ => Failure::Network,
+    }
+}
+
+/// The status of rmcp's `HTTP 400 Bad Request: body` message.
+fn status_of(text: &str) -> Option<u16> {
+    let code = text.strip_prefix("HTTP ")?.get(..3)?;
+    code.parse().ok().filter(|c| (100..=599).contains(c))
+}
+
+/// `Retry-After` in seconds (HTTP dates are not honoured: the call is then not throttled-retried).
+fn retry_after_seconds(value: &str) -> Option<std::time::Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    std::time::Duration::try_from_secs_f64(secs).ok()
+}
+
+/// Sends `notifications/cancelled` for a request abandoned before its answer (the caller went
+/// away, or the deadline passed), unless disarmed by clearing `peer`.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(peer) = self.peer.take() {
+            let param = CancelledNotificationParam::new(
+                Some(self.id.clone()),
+                Some("the caller went away".into()),
+            );
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer.notify_cancelled(param).await;
+                });
+            }
+        }
+    }
+}
+
+/// Waits (until `deadline`) for `up` to be ready and returns its peer.
+pub(crate) async fn ready_peer(
+    up: &Upstream,
+    deadline: Instant,
+) -> Result<Peer<RoleClient>, CallError> {
+    let mut rx = up.changed.subscribe();
+    loop {
+        if let Some(peer) = up.peer.read().clone()
+            && !peer.is_transport_closed()
+        {
+            return Ok(peer);
+        }
+        if up.state() == ServerState::Disabled
+            || tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+        {
+            return Err(unavailable(up));
+        }
+    }
+}
+
+fn unavailable(up: &Upstream) -> CallError {
+    let s = up.status.read();
+    CallError::Unavailable {
+        server: up.cfg.name.clone(),
+        state: s.state,
+        last_error: s.last_error.clone(),
+    }
+}
+
+/// One request without retries (`resources/read`, `prompts/get`, ...), within the server's
+/// timeout.
+pub(crate) async fn once<T, F, Fut>(
+    up: &Upstream,
+    caller: Option<&Caller>,
+    f: F,
+) -> Result<T, CallError>
+where
+    F: FnOnce(Peer<RoleClient>) -> Fut,
+    Fut: Future<Output = Result<T, ServiceError>>,
+{
+    let deadline = Instant::now() + up.cfg.call_timeout;
+    let peer = ready_peer(up, deadline).await?;
+    let _guard: CallGuard = up.relay.register(caller);
+    match tokio::time::timeout_at(deadline, f(peer)).await {
+        Err(_) => Err(CallError::Timeout {
+            server: up.cfg.name.clone(),
+            after: up.cfg.call_timeout,
+        }),
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(service_error(&up.cfg.name, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use rmcp::transport::DynamicTransportError;
+
+    use super::*;
+    use crate::testing::{Reply, connected};
+
+    /// The real policy with a 1 ms base, so waits stay short.
+    fn fast() -> RetryPolicy {
+        RetryPolicy::default().with_base(Duration::from_millis(1))
+    }
+
+    /// Always the cap (deterministic waits).
+    struct Max;
+    impl Jitter for Max {
+        fn up_to(&mut self, bound: u64) -> u64 {
+            bound
+        }
+    }
+
+    fn broken(failure: Option<Failure>) -> AttemptError {
+        (transport_error("s", "the connection broke"), failure)
+    }
+
+    /// Runs [`with_retries`] with `script` giving each attempt's result (by attempt number,
+    /// from 1); returns the outcome and the attempts made.
+    async fn run(
+        idempotent: bool,
+        script: impl Fn(u32) -> Result<&'static str, AttemptError>,
+    ) -> (
+        Result<(&'static str, u32, Option<String>), CallFailure>,
+        u32,
+    ) {
+        let cancel = CancellationToken::new();
+        let made = AtomicU32::new(0);
+        let retrying = Retrying {
+            policy: fast(),
+            idempotent,
+            deadline: Instant::now() + Duration::from_secs(30),
+            cancel: &cancel,
+        };
+        let out = with_retries(retrying, &mut Max, "s", || {
+            let next = script(made.fetch_add(1, Ordering::SeqCst) + 1);
+            async move { next }
+        })
+        .await;
+        (out, made.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_call_that_may_have_run_is_sent_once() {
+        let (out, made) = run(false, |_| Err(broken(Some(Failure::Network)))).await;
+        let failure = out.expect_err("fails");
+        assert_eq!((made, failure.attempts), (1, 1));
+        assert_eq!(failure.not_retried, Some(GiveUp::MayHaveExecuted));
+        let text = failure.error.to_string();
+        assert!(
+            text.contains("not retried") && text.contains("run it twice"),
+            "{text}"
+        );
+        let data = failure
+            .error
+            .to_mcp()
+            .data
+            .expect("the reason travels as data");
+        assert!(
+            data["notRetried"]
+                .as_str()
+                .is_some_and(|r| r.contains("may have reached"))
+        );
+        // A 5xx answer and a timeout reached the server too.
+        for failure in [
+            Failure::Status {
+                status: 502,
+                retry_after: None,
+            },
+            Failure::Timeout,
+        ] {
+            let (out, made) = run(false, |_| Err(broken(Some(failure)))).await;
+            assert_eq!(made, 1, "{failure:?}");
+            assert_eq!(
+                out.expect_err("fails").not_retried,
+                Some(GiveUp::MayHaveExecuted)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn what_never_left_is_sent_again() {
+        let (out, made) = run(false, |n| match n {
+            1 => Err(broken(Some(Failure::NotSent))),
+            _ => Ok("answer"),
+        })
+        .await;
+        let (value, attempts, reason) = out.expect("the second attempt answers");
+        assert_eq!((value, attempts, made), ("answer", 2, 2));
+        assert!(reason.is_some_and(|r| r.contains("the connection broke")));
+    }
+
+    #[tokio::test]
+    async fn an_idempotent_call_is_retried_three_times_at_most() {
+        let (out, made) = run(true, |_| Err(broken(Some(Failure::Network)))).await;
+        let failure = out.expect_err("fails every time");
+        assert_eq!((made, failure.attempts), (3, 3));
+        assert_eq!(
+            failure.not_retried,
+            Some(GiveUp::AttemptsExhausted { attempts: 3 })
+        );
+        let (out, made) = run(true, |n| match n {
+            1 => Err(broken(Some(Failure::Timeout))),
+            _ => Ok("answer"),
+        })
+        .await;
+        assert_eq!((out.expect("answers").1, made), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn terminal_and_final_errors_are_returned_as_they_are() {
+        let rpc = |_| {
+            let error = CallError::Rpc(McpError::invalid_params("bad", None));
+            Err((error, Some(Failure::Rejected)))
+        };
+        let (out, made) = run(true, rpc).await;
+        let failure = out.expect_err("terminal");
+        assert_eq!(made, 1);
+        assert!(matches!(failure.error, CallError::Rpc(_)));
+        assert_eq!(failure.not_retried, Some(GiveUp::Terminal));
+        // Past the deadline or cancelled: final, whatever the policy would say.
+        let (out, made) = run(true, |_| Err((CallError::Cancelled, None))).await;
+        let failure = out.expect_err("final");
+        assert_eq!((made, failure.not_retried.is_none()), (1, true));
+    }
+
+    #[tokio::test]
+    async fn cancelling_during_the_wait_stops_the_retries() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let made = AtomicU32::new(0);
+        let retrying = Retrying {
+            policy: RetryPolicy::default(),
+            idempotent: false,
+            deadline: Instant::now() + Duration::from_secs(60),
+            cancel: &cancel,
+        };
+        let out = with_retries(retrying, &mut Max, "s", || {
+            made.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), _>(broken(Some(Failure::NotSent))) }
+        })
+        .await;
+        let failure = out.expect_err("cancelled");
+        assert!(
+            matches!(failure.error, CallError::Cancelled),
+            "{}",
+            failure.error
+        );
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+    }
+
+    fn http_error(e: StreamableHttpError<reqwest::Error>) -> ServiceError {
+        ServiceError::TransportSend(DynamicTransportError::from_parts(
+            "http",
+            std::any::TypeId::of::<()>(),
+            Box::new(e),
+        ))
+    }
+
+    #[test]
+    fn failures_are_classified_by_whether_they_may_have_run() {
+        use rmcp::transport::streamable_http_client::HttpStatusError;
+        let status = |status, retry_after| Failure::Status {
+            status,
+            retry_after,
+        };
+        let cases = [
+            (ServiceError::TransportClosed, Failure::Network),
+            (
+                ServiceError::Timeout {
+                    timeout: Duration::from_secs(1),
+                },
+                Failure::Timeout,
+            ),
+            (
+                ServiceError::McpError(McpError::invalid_params("x", None)),
+                Failure::Rejected,
+            ),
+            (
+                http_error(StreamableHttpError::UnexpectedServerResponse(
+                    "HTTP 400 Bad Request: nope".into(),
+                )),
+                status(400, None),
+            ),
+            (
+                http_error(HttpStatusError::new(503, Some("2".into())).into()),
+                status(503, Some(Duration::from_secs(2))),
+            ),
+            (
+                http_error(HttpStatusError::new(429, Some("a date".into())).into()),
+                status(429, None),
+            ),
+            (
+                http_error(StreamableHttpError::TransportChannelClosed),
+                Failure::Network,
+            ),
+            (
+                ServiceError::TransportSend(DynamicTransportError::from_parts(
+                    "stdio",
+                    std::any::TypeId::of::<()>(),
+                    Box::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+                )),
+                Failure::Network,
+            ),
+        ];
+        for (error, want) in cases {
+            assert_eq!(classify(&error), want, "{error}");
+        }
+        assert_eq!(status_of("HTTP 404 Not Found: x"), Some(404));
+        assert_eq!(status_of("HTTP oops"), None);
+    }
+
+    /// A backend with one tool, `charge` (with `annotations`), that counts the `tools/call`s
+    /// it gets and dies in the middle of each.
+    async fn crashing_backend(annotations: serde_json::Value) -> (Arc<Upstream>, Arc<AtomicU32>) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let up = connected(move |method, _| match method {
+            "tools/list" => Reply::Result(serde_json::json!({"tools": [{
+                "name": "charge", "inputSchema": {"type": "object"},
+                "annotations": annotations}]})),
+            "tools/call" => {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Reply::Crash
+            }
+            _ => Reply::Result(serde_json::json!({})),
+        })
+        .await;
+        let peer = up.peer.read().clone().expect("connected");
+        crate::lists::refresh_lists(&up, &peer)
+            .await
+            .expect("tools/list");
+        (up, calls)
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_dies_mid_call_ran_it_once_and_the_caller_hears_at_once() {
+        let (up, calls) = crashing_backend(serde_json::json!({"destructiveHint": true})).await;
+        let params = CallToolRequestParams::new("charge");
+        let failure = call_tool(&up, RetryPolicy::default(), params, CallContext::default())
+            .await
+            .expect_err("the backend died");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "executed exactly once");
+        assert_eq!(failure.attempts, 1);
+        assert_eq!(failure.not_retried, Some(GiveUp::MayHaveExecuted));
+        let text = failure.error.to_string();
+        assert!(
+            text.contains("\"pay\"") && text.contains("not retried"),
+            "{text}"
+        );
+        // Not a timeout: the error came from the closed connection, not the 30 s deadline.
+        assert!(
+            matches!(failure.error, CallError::Transport { .. }),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn retryable_comes_from_hints_and_the_operator() {
+        let (up, _) = crashing_backend(serde_json::json!({"readOnlyHint": true})).await;
+        assert!(up.retryable("charge"));
+        assert!(!up.retryable("other"));
+        let (up, _) = crashing_backend(serde_json::json!({"idempotentHint": true})).await;
+        assert!(up.retryable("charge"));
+        let (up, _) = crashing_backend(serde_json::json!({"idempotentHint": false})).await;
+        assert!(!up.retryable("charge"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The pool's merged view: every enabled server's tools as one [`Catalog`], and the servers'
+//! own definitions of listed tools for faithful re-exposure.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::Tool as McpTool;
+use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
+
+use crate::upstream::Upstream;
+
+/// The merged catalog of the enabled servers (last known tools of servers that are down).
+pub(crate) fn build(servers: &[Arc<Upstream>], overlaps: &[(String, Vec<ToolId>)]) -> Catalog {
+    let servers = servers
+        .iter()
+        .filter(|u| !u.cfg.disabled)
+        .map(|u| ServerEntry {
+            name: u.cfg.name.clone(),
+            tags: u.cfg.tags.clone(),
+            aliases: u.cfg.aliases.clone(),
+            tools: u
+                .lists
+                .read()
+                .tools
+                .iter()
+                .filter_map(|t| {
+                    let serde_json::Value::Object(def) = serde_json::to_value(t).ok()? else {
+                        return None;
+                    };
+                    Tool::from_mcp(&u.cfg.name, def, &u.cfg.tags).ok()
+                })
+                .collect(),
+        })
+        .collect();
+    Catalog::new(servers, overlaps.to_vec()).unwrap_or_default()
+}
+
+/// The definitions of `ids`, in order: one lock and one pass per server, so listing a
+/// server's thousands of tools stays linear.
+pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Option<McpTool>> {
+    let mut out: Vec<Option<McpTool>> = vec![None; ids.len()];
+    let mut by_server: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, id) in ids.iter().enumerate() {
+        by_server.entry(id.server.as_str()).or_default().push(i);
+    }
+    for (server, wanted) in by_server {
+        let Some(up) = servers.iter().find(|u| u.cfg.name == server) else {
+            continue;
+        };
+        let lists = up.lists.read();
+        let find = |name: &str| lists.tools.iter().find(|t| t.name == name);
+        // A few names are found by scanning; many through a map built once.
+        if wanted.len() * 32 < lists.tools.len() {
+            for i in wanted {
+                out[i] = find(&ids[i].name).cloned();
+            }
+            continue;
+        }
+        let index: HashMap<&str, &McpTool> = lists
+            .tools
+            .iter()
+            .rev() // the first of duplicate names wins, as in `Pool::tool_definition`
+            .map(|t| (t.name.as_ref(), t))
+            .collect();
+        for i in wanted {
+            out[i] = index.get(ids[i].name.as_str()).map(|t| (*t).clone());
+        }
+    }
+    out
+}

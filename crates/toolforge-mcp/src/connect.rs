@@ -1,0 +1,134 @@
+//! Opening one server's connection: spawning a stdio child (its stderr drained to our logs) or
+//! opening a Streamable HTTP session over the pool's own keep-alive HTTP client.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use tokio::io::AsyncBufReadExt;
+
+use crate::config::Transport;
+use crate::options::PoolOptions;
+use crate::relay::Relay;
+use crate::upstream::Upstream;
+
+/// A running connection to one server.
+pub(crate) type Client = RunningService<RoleClient, Relay>;
+
+pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String> {
+    match &up.cfg.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let program = match &options.self_command {
+                Some((name, exe)) if name == command => exe.clone(),
+                _ => PathBuf::from(command),
+            };
+            let mut cmd = tokio::process::Command::new(&program);
+            cmd.args(args);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("could not start `{}`: {e}", program.display()))?;
+            if let Some(stderr) = stderr {
+                let server = up.cfg.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(target: "toolforge::backend", server = %server, "{line}");
+                    }
+                });
+            }
+            up.relay
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+        Transport::Http { url, headers } => {
+            let mut map = HashMap::new();
+            for (k, v) in headers {
+                let name = http::HeaderName::try_from(k.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                let value = http::HeaderValue::try_from(v.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                map.insert(name, value);
+            }
+            let cfg =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+            let transport = StreamableHttpClientTransport::with_client(backend_http_client()?, cfg);
+            up.relay
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
+                .await
+                .map_err(|e| format!("initialize at {url} failed: {e}"))
+        }
+    }
+}
+
+/// How the pool opens a connection of `protocol`'s era.
+fn lifecycle(protocol: crate::config::Protocol) -> ClientLifecycleMode {
+    use crate::config::Protocol;
+    use rmcp::model::ProtocolVersion;
+    match protocol {
+        Protocol::Handshake => ClientLifecycleMode::Initialize,
+        Protocol::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        Protocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
+    }
+}
+
+/// Most redirects an HTTP backend may send one request through.
+const MAX_BACKEND_REDIRECTS: usize = 10;
+
+/// The HTTP client for one Streamable HTTP backend.
+///
+/// rmcp's default client turns connection pooling off, so every JSON-RPC message to a backend
+/// opened (and closed) a TCP connection: a third of a proxied call's cost. rmcp's worker reads
+/// each POST's event stream to its end once the response arrived, so a pooled connection comes
+/// back clean; with `TCP_NODELAY` no Nagle / delayed-ACK stall waits on the next request.
+/// Redirects are rmcp's rule: same-origin 307 and 308 only (they keep the method and the body,
+/// and never replay the session id or custom headers to another host).
+fn backend_http_client() -> Result<reqwest::Client, String> {
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_BACKEND_REDIRECTS {
+            attempt.error(format!("more than {MAX_BACKEND_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .redirect(redirects)
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}

@@ -1,0 +1,22 @@
+//! What the binary chooses for a pool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cache::CatalogCache;
+use crate::relay::ElicitationFallback;
+
+/// Options the binary chooses.
+#[derive(Debug, Clone, Default)]
+pub struct PoolOptions {
+    /// A `command` equal to this name runs `self_exe` instead (the bundled config starts the
+    /// built-in servers as `toolforge server ...`, which must be this very build).
+    pub self_command: Option<(String, PathBuf)>,
+    /// What to answer a backend's elicitation when no client can (the CLI).
+    pub elicitation_fallback: ElicitationFallback,
+    /// Where listed tools are kept between processes (none: only in this pool).
+    pub cache: Option<Arc<CatalogCache>>,
+    /// Do not start servers whose tools are in the cache (a dry run never contacts a server;
+    /// servers missing from the cache are started once to fill it).
+    pub cached_only: bool,
+}

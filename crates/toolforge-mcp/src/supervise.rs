@@ -1,0 +1,104 @@
+//! Supervision: each server's task connects, lists what the server offers, waits for the
+//! connection to end and reconnects with exponential backoff (1 s doubling to 30 s).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::connect::connect;
+use crate::lists::refresh_lists;
+use crate::options::PoolOptions;
+use crate::relay::PoolEvent;
+use crate::upstream::{ServerState, Upstream};
+
+const RESTART_BASE: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+
+pub(crate) async fn supervise(
+    up: Arc<Upstream>,
+    options: PoolOptions,
+    cancel: CancellationToken,
+    events: broadcast::Sender<PoolEvent>,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut first = Some(first);
+    let mut backoff = RESTART_BASE;
+    let name = up.cfg.name.clone();
+    let announce = |events: &broadcast::Sender<PoolEvent>| {
+        let _ = events.send(PoolEvent::StateChanged {
+            server: name.clone(),
+        });
+    };
+    loop {
+        let attempt = async {
+            let client = connect(&up, &options).await?;
+            refresh_lists(&up, client.peer()).await?;
+            Ok::<_, String>(client)
+        };
+        let result = tokio::select! {
+            r = tokio::time::timeout(up.cfg.start_timeout, attempt) => r,
+            () = cancel.cancelled() => return,
+        };
+        match result {
+            Ok(Ok(client)) => {
+                *up.peer.write() = Some(client.peer().clone());
+                up.set_state(ServerState::Ready, None);
+                announce(&events);
+                tracing::info!(server = %name, tools = up.lists.read().tools.len(), "ready");
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(());
+                }
+                let started = Instant::now();
+                let ct = client.cancellation_token();
+                let waiting = client.waiting();
+                tokio::pin!(waiting);
+                tokio::select! {
+                    quit = &mut waiting => {
+                        *up.peer.write() = None;
+                        let why = match quit {
+                            Ok(reason) => format!("connection ended ({reason:?})"),
+                            Err(e) => format!("connection task failed: {e}"),
+                        };
+                        tracing::warn!(server = %name, "{why}; restarting");
+                        up.status.write().restarts += 1;
+                        up.set_state(ServerState::Restarting, Some(why));
+                        announce(&events);
+                        if started.elapsed() > RESTART_MAX {
+                            backoff = RESTART_BASE;
+                        }
+                    }
+                    () = cancel.cancelled() => {
+                        *up.peer.write() = None;
+                        ct.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(7), waiting).await;
+                        return;
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %name, "start failed: {e}");
+                up.set_state(ServerState::Failed, Some(e));
+                announce(&events);
+            }
+            Err(_) => {
+                let e = format!("did not start within {:?}", up.cfg.start_timeout);
+                tracing::warn!(server = %name, "{e}");
+                up.set_state(ServerState::Failed, Some(e));
+                announce(&events);
+            }
+        }
+        if let Some(tx) = first.take() {
+            let _ = tx.send(());
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = cancel.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(RESTART_MAX);
+        if up.state() == ServerState::Failed {
+            up.status.write().restarts += 1;
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! One configured server as the pool holds it: its config, lifecycle state, connection and the
+//! lists it last gave. Every other module of the pool works on an [`Upstream`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::RwLock;
+use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerCapabilities, Tool as McpTool};
+use rmcp::{Peer, RoleClient};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::cache::CatalogCache;
+use crate::config::ServerConfig;
+use crate::relay::Relay;
+
+/// A server's lifecycle state, as `/health` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    Starting,
+    Ready,
+    Restarting,
+    Failed,
+    Disabled,
+    /// Not connected: its tools come from the catalog cache (a dry run that must not contact
+    /// servers).
+    Cached,
+}
+
+/// One server's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerHealth {
+    pub name: String,
+    pub state: ServerState,
+    pub tools: usize,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+}
+
+/// What a server offers, as last listed.
+#[derive(Default)]
+pub(crate) struct Lists {
+    pub tools: Vec<McpTool>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    pub prompts: Vec<Prompt>,
+    pub capabilities: Option<ServerCapabilities>,
+    pub instructions: Option<String>,
+    /// When `tools` were fetched (ms since the epoch), and whether from the cache.
+    pub fetched_at_ms: Option<u64>,
+    pub from_cache: bool,
+}
+
+pub(crate) struct Status {
+    pub state: ServerState,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+}
+
+pub(crate) struct Upstream {
+    pub cfg: ServerConfig,
+    pub relay: Relay,
+    pub status: RwLock<Status>,
+    pub peer: RwLock<Option<Peer<RoleClient>>>,
+    pub lists: RwLock<Lists>,
+    pub cache: Option<Arc<CatalogCache>>,
+    /// Bumped whenever `lists` is replaced (keys the pool's merged-catalog cache).
+    pub lists_gen: AtomicU64,
+    /// Bumped whenever the state changes, so waiters can wake.
+    pub changed: watch::Sender<u64>,
+    /// When the tool list was last re-read for a call naming a tool it lacked (one refresh at a
+    /// time, rate-limited).
+    pub unknown_refresh: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl Upstream {
+    pub fn new(cfg: ServerConfig, relay: Relay, cache: Option<Arc<CatalogCache>>) -> Self {
+        let (state, last_error) = match (&cfg.disabled_reason, cfg.disabled) {
+            (Some(reason), _) => (ServerState::Disabled, Some(reason.clone())),
+            (None, true) => (ServerState::Disabled, None),
+            (None, false) => (ServerState::Starting, None),
+        };
+        Self {
+            relay,
+            status: RwLock::new(Status {
+                state,
+                last_error,
+                restarts: 0,
+            }),
+            peer: RwLock::new(None),
+            lists: RwLock::new(Lists::default()),
+            cache,
+            lists_gen: AtomicU64::new(0),
+            changed: watch::channel(0).0,
+            unknown_refresh: tokio::sync::Mutex::new(None),
+            cfg,
+        }
+    }
+
+    pub fn set_state(&self, state: ServerState, error: Option<String>) {
+        {
+            let mut s = self.status.write();
+            s.state = state;
+            if error.is_some() || state == ServerState::Ready {
+                s.last_error = error;
+            }
+        }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    pub fn state(&self) -> ServerState {
+        self.status.read().state
+    }
+
+    pub fn health(&self) -> ServerHealth {
+        let s = self.status.read();
+        ServerHealth {
+            name: self.cfg.name.clone(),
+            state: s.state,
+            tools: self.lists.read().tools.len(),
+            last_error: s.last_error.clone(),
+            restarts: s.restarts,
+        }
+    }
+
+    /// Replaces the lists (and bumps their generation).
+    pub fn set_lists(&self, lists: Lists) {
+        self.lists_gen.fetch_add(1, Ordering::Release);
+        *self.lists.write() = lists;
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.lists_gen.load(Ordering::Acquire)
+    }
+
+    /// Whether calling `tool` twice does no harm: the server marks it read-only or idempotent,
+    /// or the operator marked the server or the tool `retryable` in `mcp.servers.json`.
+    pub fn retryable(&self, tool: &str) -> bool {
+        if self.cfg.retryable || self.cfg.retryable_tools.iter().any(|t| t == tool) {
+            return true;
+        }
+        let lists = self.lists.read();
+        lists
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .and_then(|t| t.annotations.as_ref())
+            .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
+    }
+
+    /// Whether the last list has `tool`.
+    pub fn has_tool(&self, tool: &str) -> bool {
+        self.lists.read().tools.iter().any(|t| t.name == tool)
+    }
+}
