@@ -585,6 +585,17 @@ impl Agent {
                 finished = true;
                 break;
             }
+            // The caller left while the model answered: no new tool call starts.
+            if request
+                .cancel
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+            {
+                result.halted = true;
+                result.halt_reason = Some("cancelled".into());
+                finished = true;
+                break;
+            }
             messages.push(Message {
                 role: Role::Assistant,
                 content: response.content.clone(),

@@ -8,7 +8,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -44,8 +43,14 @@ impl ChatState {
     }
 }
 
-/// Largest `message` accepted, in bytes (the body limit bounds the rest).
+/// Largest `message` (and each earlier turn) accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// Most earlier turns a request may carry.
+pub const MAX_TURNS: usize = 100;
+/// Largest total of the earlier turns' text, in bytes.
+pub const MAX_HISTORY_BYTES: usize = 256 * 1024;
+/// Longest `session_id`, in characters (letters, digits, `-`, `_`, `.`, `:`).
+pub const MAX_SESSION_ID_CHARS: usize = 128;
 
 /// One earlier turn of the conversation.
 #[derive(Debug, Clone, Deserialize)]
@@ -84,35 +89,86 @@ pub struct AgentRunRequest {
     pub session_id: Option<String>,
 }
 
-/// `Json<T>` whose rejections speak the API's error shape.
+/// A JSON body whose rejections speak the API's error shape: 413 past the body limit, 415 for
+/// a declared non-JSON type, 400 for text that is not JSON, 422 for JSON of the wrong shape.
 struct Body<T>(T);
 
 impl<S, T> FromRequest<S> for Body<T>
 where
-    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Self(v)),
-            Err(rejection) => {
-                let status = match &rejection {
-                    JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
-                    _ => StatusCode::BAD_REQUEST,
-                };
-                let message = match &rejection {
-                    JsonRejection::MissingJsonContentType(_) => {
-                        "send the body as JSON with `Content-Type: application/json`".to_owned()
-                    }
-                    other => format!("invalid request body: {}", other.body_text()),
-                };
-                Err(ApiError::new(status, message))
-            }
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_ascii_lowercase()
+            });
+        if let Some(kind) = declared
+            && kind != "application/json"
+            && !kind.ends_with("+json")
+        {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "the body is declared as {kind}; send JSON with `Content-Type: application/json`"
+                ),
+            ));
         }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| {
+                let status = rejection.status();
+                let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "the request body is larger than the server accepts (--max-body-bytes)"
+                        .to_owned()
+                } else {
+                    format!(
+                        "the request body could not be read: {}",
+                        rejection.body_text()
+                    )
+                };
+                ApiError::new(status, message)
+            })?;
+        serde_json::from_slice::<T>(&bytes).map(Self).map_err(|e| {
+            use serde_json::error::Category;
+            match e.classify() {
+                Category::Data => ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("invalid request body: {e}"),
+                ),
+                Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("invalid request body: not valid JSON ({e})"),
+                ),
+            }
+        })
     }
+}
+
+/// A `session_id` is at most [`MAX_SESSION_ID_CHARS`] letters, digits, `-`, `_`, `.` or `:`.
+fn check_session_id(id: Option<&str>) -> Result<(), ApiError> {
+    let Some(id) = id else { return Ok(()) };
+    let safe = id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    if id.is_empty() || id.len() > MAX_SESSION_ID_CHARS || !safe {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`session_id` must be 1 to {MAX_SESSION_ID_CHARS} characters, each a letter, a digit, `-`, `_`, `.` or `:`"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_message(message: &str, field: &str) -> Result<(), ApiError> {
@@ -134,6 +190,34 @@ fn check_message(message: &str, field: &str) -> Result<(), ApiError> {
 impl ChatRequest {
     fn into_run(self) -> Result<RunRequest, ApiError> {
         check_message(&self.message, "message")?;
+        check_session_id(self.session_id.as_deref())?;
+        if self.messages.len() > MAX_TURNS {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "`messages` has {} turns; at most {MAX_TURNS} are accepted",
+                    self.messages.len()
+                ),
+            ));
+        }
+        let mut history_bytes = 0usize;
+        for (i, turn) in self.messages.iter().enumerate() {
+            if turn.content.len() > MAX_MESSAGE_BYTES {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("`messages[{i}].content` is longer than {MAX_MESSAGE_BYTES} bytes"),
+                ));
+            }
+            history_bytes += turn.content.len();
+        }
+        if history_bytes > MAX_HISTORY_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "`messages` hold {history_bytes} bytes of text; at most {MAX_HISTORY_BYTES} are accepted"
+                ),
+            ));
+        }
         let mut prior = Vec::with_capacity(self.messages.len());
         for (i, turn) in self.messages.into_iter().enumerate() {
             let role = match turn.role.as_str() {
@@ -254,9 +338,16 @@ async fn chat_stream_route(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (handle, guard) = spawn_run(&state.agent, request, Some(tx));
     let stream = async_stream(move |out| async move {
-        // Keeps the run alive exactly as long as the client reads.
+        // Keeps the run alive exactly as long as the client reads: when it leaves, the stream
+        // is dropped, `out` closes and the guard cancels the run at once (the in-flight tool
+        // call is cancelled upstream), without waiting for the run's next event.
         let _guard = guard;
-        while let Some(event) = rx.recv().await {
+        loop {
+            let event = tokio::select! {
+                event = rx.recv() => event,
+                () = out.closed() => return,
+            };
+            let Some(event) = event else { break };
             let sse = match &event {
                 RunEvent::SessionStart {
                     session_id,
@@ -315,6 +406,7 @@ async fn agent_run_route(
     Body(body): Body<AgentRunRequest>,
 ) -> Result<Response, ApiError> {
     check_message(&body.task, "task")?;
+    check_session_id(body.session_id.as_deref())?;
     let request = RunRequest {
         message: body.task.clone(),
         session_id: body.session_id,

@@ -3,9 +3,11 @@
 //!
 //! DNS-rebinding protection: rmcp checks `Host` (and, enforced here, `Origin`) on `/mcp`; the
 //! same allow-list guards the other routes in a middleware, so a page on a foreign origin can
-//! read nothing. Bodies are bounded (`max_body_bytes`, 4 MiB by default): a larger
-//! `Content-Length` is refused with 413 before the body is read, and a chunked body is cut at
-//! the limit.
+//! read nothing. Bodies are bounded on every route (`max_body_bytes`, 4 MiB by default): a
+//! larger `Content-Length` is refused with 413 before the body is read, and a chunked body
+//! that runs past the limit gets 413 too. `/mcp` has its own guard ([`crate::mcp_guard`]:
+//! JSON-RPC error codes, the session cap, request ids in flight); the listener bounds
+//! connections ([`crate::listener`]).
 
 use std::sync::Arc;
 
@@ -15,15 +17,15 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolforge_mcp::{ServerHealth, ServerState};
 
 use crate::mcp::{Gateway, Shared};
+use crate::mcp_guard::McpGuard;
+use crate::mcp_sessions::CappedSessions;
 use crate::visible::RequestChannels;
 
 /// HTTP options.
@@ -34,8 +36,12 @@ pub struct HttpOptions {
     /// Stateless Streamable HTTP (no sessions: for replicas behind a load balancer; the
     /// server-to-client requests of a call cannot be relayed then).
     pub stateless: bool,
-    /// Largest request body accepted.
+    /// Largest request body accepted, on every route.
     pub max_body_bytes: usize,
+    /// Connections at once, and how long a connection may take to send headers or sit idle.
+    pub connections: crate::listener::ConnectionLimits,
+    /// `/mcp` sessions at once, and how long an idle one lives.
+    pub sessions: crate::mcp_sessions::SessionLimits,
     /// Ends open sessions on shutdown.
     pub cancel: CancellationToken,
     /// The agent behind `POST /chat`, `/chat/stream` and `/agent/run` (absent: those routes
@@ -49,6 +55,8 @@ impl Default for HttpOptions {
             extra_hosts: Vec::new(),
             stateless: false,
             max_body_bytes: 4 * 1024 * 1024,
+            connections: crate::listener::ConnectionLimits::default(),
+            sessions: crate::mcp_sessions::SessionLimits::default(),
             cancel: CancellationToken::new(),
             agent: None,
         }
@@ -235,12 +243,13 @@ async fn guard(
     Ok(next.run(req).await)
 }
 
-/// The gateway's MCP service.
+/// The gateway's MCP service, over `sessions`.
 #[must_use]
 pub fn mcp_service(
     shared: Arc<Shared>,
     opts: &HttpOptions,
-) -> StreamableHttpService<Gateway, LocalSessionManager> {
+    sessions: Arc<CappedSessions>,
+) -> StreamableHttpService<Gateway, CappedSessions> {
     let hosts = LOOPBACK_HOSTS
         .iter()
         .map(|h| (*h).to_owned())
@@ -257,17 +266,14 @@ pub fn mcp_service(
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
+        .with_max_request_body_bytes(opts.max_body_bytes)
         .with_cancellation_token(opts.cancel.child_token());
     if opts.stateless {
         config = config
             .with_legacy_session_mode(false)
             .with_json_response(true);
     }
-    StreamableHttpService::new(
-        move || Ok(Gateway::new(shared.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+    StreamableHttpService::new(move || Ok(Gateway::new(shared.clone())), sessions, config)
 }
 
 /// Closing a session (`DELETE /mcp`) answers 200: rmcp answers 202, which the Python SDK
@@ -295,14 +301,27 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             shared.visibility.clone(),
         ));
     }
-    router
+    let sessions = Arc::new(CappedSessions::new(opts.sessions));
+    let mcp_guard = Arc::new(McpGuard::new(
+        opts.max_body_bytes,
+        (!opts.stateless).then(|| sessions.clone()),
+    ));
+    let mcp = axum::Router::new()
         .nest_service(
             "/mcp",
             tower::ServiceBuilder::new()
                 .layer(axum::middleware::from_fn(session_closed))
-                .service(mcp_service(shared, &opts)),
+                .service(mcp_service(shared, &opts, sessions)),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            mcp_guard,
+            crate::mcp_guard::guard,
+        ));
+    router
+        .merge(mcp)
         .fallback(not_found)
+        // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,
         ))
@@ -319,14 +338,6 @@ pub async fn serve(
     opts: HttpOptions,
 ) -> std::io::Result<()> {
     let cancel = opts.cancel.clone();
-    axum::serve(
-        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
-        // kernel holds each later write ~40 ms for the client's delayed ACK.
-        axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        router(shared, opts),
-    )
-    .with_graceful_shutdown(async move { cancel.cancelled().await })
-    .await
+    let limits = opts.connections;
+    crate::listener::serve_connections(listener, router(shared, opts), limits, cancel).await
 }

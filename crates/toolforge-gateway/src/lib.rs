@@ -7,12 +7,18 @@
 pub mod chat;
 pub mod http;
 pub mod listen;
+pub mod listener;
 pub mod mcp;
+mod mcp_guard;
+pub mod mcp_sessions;
 pub mod mrtr;
+mod subscriptions;
 pub mod visible;
 
 pub use http::{HttpOptions, health, router, serve, tool_rows};
+pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};
+pub use mcp_sessions::SessionLimits;
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///

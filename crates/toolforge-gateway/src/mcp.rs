@@ -13,7 +13,7 @@
 
 #![allow(deprecated)]
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -35,6 +35,7 @@ use toolforge_select::ToolId;
 
 use crate::listen::{Change, Listeners};
 use crate::mrtr::{self, StateSeal};
+use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_SESSION, Subscriptions, TooMany};
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
@@ -122,9 +123,6 @@ pub const PROMPT_META_KEY: &str = "toolforge/prompt";
 /// The `_meta` key of a result that says which server ran the call and why.
 pub const SELECTION_META_KEY: &str = "toolforge/selection";
 
-/// A session subscribed to a resource: its id and its peer.
-type Subscriber = (u64, Peer<RoleServer>);
-
 /// The channels of a session's last `tools/list` (`None` until it lists).
 type Listed = Arc<Mutex<Option<RequestChannels>>>;
 /// A presentation, and each of its exposed tools' members as catalog positions.
@@ -144,7 +142,7 @@ pub struct Shared {
     presentation: RwLock<(Arc<Presentation>, Arc<toolforge_select::Catalog>)>,
     sessions: Mutex<Vec<Session>>,
     /// uri -> sessions (id, peer) subscribed to it.
-    subscriptions: Mutex<BTreeMap<String, Vec<Subscriber>>>,
+    subscriptions: Mutex<Subscriptions<Peer<RoleServer>>>,
     next_session: std::sync::atomic::AtomicU64,
     embedder: HashingEmbedder,
     /// The operator's visibility (env and CLI); requests narrow it.
@@ -199,7 +197,7 @@ impl Shared {
             namespace,
             presentation: RwLock::new(presentation),
             sessions: Mutex::new(Vec::new()),
-            subscriptions: Mutex::new(BTreeMap::new()),
+            subscriptions: Mutex::new(Subscriptions::default()),
             next_session: std::sync::atomic::AtomicU64::new(1),
             embedder: HashingEmbedder::default(),
             visibility: Arc::new(visibility),
@@ -368,12 +366,7 @@ impl Shared {
             }
             PoolEvent::ResourceUpdated { uri, .. } => {
                 self.listeners.notify(&Change::Resource(uri.clone())).await;
-                let peers = {
-                    let mut subs = self.subscriptions.lock();
-                    let list = subs.entry(uri.clone()).or_default();
-                    list.retain(|(_, p)| !p.is_transport_closed());
-                    list.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>()
-                };
+                let peers = self.subscriptions.lock().subscribers(&uri);
                 for peer in peers {
                     let _ = peer
                         .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone()))
@@ -1167,7 +1160,10 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.shared.sessions.lock().push(Session {
+        let mut sessions = self.shared.sessions.lock();
+        // Ended sessions (closed, or expired idle) give their memory back here too.
+        sessions.retain(|s| !s.peer.is_transport_closed());
+        sessions.push(Session {
             peer: ctx.peer,
             listed: self.listed.clone(),
         });
@@ -1329,17 +1325,45 @@ impl ServerHandler for Gateway {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let server = self.visible_resource_server(&ctx, &req.uri)?;
-        self.shared
+        // Only what the backend offers: a listed resource, or a URI one of its templates
+        // matches (the server a bare URI would fall back to does not count).
+        let offered = self
+            .shared
             .pool
-            .subscribe(&server, &req.uri)
-            .await
-            .map_err(|e| e.to_mcp())?;
-        self.shared
+            .resources()
+            .iter()
+            .any(|(s, r)| *s == server && r.uri == req.uri)
+            || self
+                .shared
+                .pool
+                .resource_templates()
+                .iter()
+                .any(|(s, t)| *s == server && template_matches(&t.uri_template, &req.uri));
+        if !offered {
+            return Err(not_found("resource", &req.uri));
+        }
+        let added = self
+            .shared
             .subscriptions
             .lock()
-            .entry(req.uri)
-            .or_default()
-            .push((self.session, ctx.peer));
+            .subscribe(&req.uri, self.session, ctx.peer.clone())
+            .map_err(|TooMany| {
+                McpError::invalid_params(
+                    format!(
+                        "this session already holds {MAX_SUBSCRIPTIONS_PER_SESSION} subscriptions; unsubscribe from some first"
+                    ),
+                    None,
+                )
+            })?;
+        if let Err(e) = self.shared.pool.subscribe(&server, &req.uri).await {
+            if added {
+                self.shared
+                    .subscriptions
+                    .lock()
+                    .unsubscribe(&req.uri, self.session);
+            }
+            return Err(e.to_mcp());
+        }
         Ok(())
     }
 
@@ -1348,13 +1372,15 @@ impl ServerHandler for Gateway {
         req: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let last = {
-            let mut subs = self.shared.subscriptions.lock();
-            let list = subs.entry(req.uri.clone()).or_default();
-            list.retain(|(id, p)| *id != self.session && !p.is_transport_closed());
-            list.is_empty()
-        };
-        if last && let Some(server) = self.shared.resource_server(&req.uri) {
+        // Nothing is kept for a URI this session was not subscribed to.
+        let last = self
+            .shared
+            .subscriptions
+            .lock()
+            .unsubscribe(&req.uri, self.session);
+        if last == Some(true)
+            && let Some(server) = self.shared.resource_server(&req.uri)
+        {
             self.shared
                 .pool
                 .unsubscribe(&server, &req.uri)

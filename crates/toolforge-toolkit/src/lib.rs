@@ -11,8 +11,10 @@
 //! - [`seed`]: the deterministic sample database.
 //! - [`rest`]: `rest_exchange_rate` and the mock exchange-rate API.
 //! - [`sandbox`]: `run_python` in an isolated CPython child.
-//! - [`resources`]: the resource set and its handles.
+//! - [`resources`]: the resource set and its handles (per session).
+//! - [`budget`]: the global `run_python` budget (runs at once, memory reserved).
 
+pub mod budget;
 pub mod landlock;
 pub mod resources;
 pub mod rest;

@@ -2,11 +2,12 @@
 //!
 //! Files come from the bundled set (compiled in) or from one flat directory. Names are checked
 //! against a strict pattern and looked up in the listing, so a path can never leave the set.
+//! Each MCP session has its own [`Resources`] (its own handles, dropped with the session), and
+//! a handle is 128 random bits: one client can neither guess nor exhaust another's.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
@@ -45,6 +46,8 @@ pub enum ResourceError {
     BadHandle(String),
     #[error("too many open handles ({0}); release some with release_resource")]
     TooManyHandles(usize),
+    #[error("no source of random handle ids: {0}")]
+    Random(String),
     #[error("could not read {0}: {1}")]
     Io(String, String),
 }
@@ -55,7 +58,14 @@ pub struct Resources {
     dir: Option<PathBuf>,
     max_handles: usize,
     handles: Mutex<HashMap<String, String>>,
-    next: AtomicU64,
+}
+
+/// A new handle id: `h-` and 128 random bits in hex.
+fn new_handle() -> Result<String, ResourceError> {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits).map_err(|e| ResourceError::Random(e.to_string()))?;
+    let hex: String = bits.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("h-{hex}"))
 }
 
 fn valid_name(n: &str) -> bool {
@@ -84,8 +94,26 @@ impl Resources {
             dir,
             max_handles,
             handles: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
         }
+    }
+
+    /// The same files with no handles open (for a new session).
+    #[must_use]
+    pub fn fresh(&self) -> Self {
+        Self::new(self.dir.clone(), self.max_handles)
+    }
+
+    /// This set's open handles: (handle id, resource name), sorted by name.
+    pub fn open_handles(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .handles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(h, n)| (h.clone(), n.clone()))
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        out
     }
 
     /// Every resource, sorted by name.
@@ -151,7 +179,10 @@ impl Resources {
         if h.len() >= self.max_handles {
             return Err(ResourceError::TooManyHandles(self.max_handles));
         }
-        let id = format!("h{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let mut id = new_handle()?;
+        while h.contains_key(&id) {
+            id = new_handle()?;
+        }
         h.insert(id.clone(), name.to_owned());
         Ok(id)
     }
@@ -191,5 +222,29 @@ fn info(name: &str, size: u64) -> ResourceInfo {
         uri: format!("{URI_PREFIX}{name}"),
         size_bytes: size,
         mime_type: mime(name).to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_random_and_per_set() {
+        let a = Resources::new(None, 8);
+        let h1 = a.open("schema.sql").unwrap();
+        let h2 = a.open("schema.sql").unwrap();
+        assert_ne!(h1, h2);
+        for h in [&h1, &h2] {
+            assert_eq!(h.len(), 2 + 32, "{h}");
+            assert!(h[2..].bytes().all(|b| b.is_ascii_hexdigit()), "{h}");
+        }
+        // Another session's set sees none of them.
+        let b = a.fresh();
+        assert!(matches!(b.read(&h1), Err(ResourceError::BadHandle(_))));
+        assert!(matches!(b.release(&h1), Err(ResourceError::BadHandle(_))));
+        assert!(b.open_handles().is_empty());
+        assert_eq!(a.open_handles().len(), 2);
+        assert!(a.read(&h1).is_ok());
     }
 }

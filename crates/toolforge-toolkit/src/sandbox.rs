@@ -38,6 +38,8 @@ pub struct SandboxConfig {
     pub max_code_bytes: usize,
     /// What the child may read beneath Landlock (the interpreter's prefixes, system libraries).
     pub read_only_paths: Vec<PathBuf>,
+    /// What all runs together may take (each reserves `max_memory_bytes`).
+    pub budget: crate::budget::PythonBudget,
 }
 
 impl SandboxConfig {
@@ -50,6 +52,7 @@ impl SandboxConfig {
             max_memory_bytes: 512 * 1024 * 1024,
             max_output_bytes: 64 * 1024,
             max_code_bytes: 64 * 1024,
+            budget: crate::budget::PythonBudget::default(),
         }
     }
 }

@@ -15,6 +15,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt, tool, tool_handler,
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Budget;
 use crate::resources::Resources;
 use crate::rest;
 use crate::sandbox::{self, SandboxConfig};
@@ -94,12 +95,14 @@ pub struct SqlQueryArgs {
     pub offset: Option<i64>,
 }
 
-/// The toolkit MCP server.
+/// The toolkit MCP server: one per session ([`Toolkit::for_session`]), sharing the
+/// configuration and the `run_python` budget, each with its own resource handles.
 #[derive(Clone)]
 pub struct Toolkit {
     config: Arc<ToolkitConfig>,
     http: reqwest::Client,
     resources: Arc<Resources>,
+    python: Budget,
 }
 
 fn tool_error(msg: impl Into<String>) -> CallToolResult {
@@ -118,10 +121,24 @@ impl Toolkit {
     #[must_use]
     pub fn new(config: ToolkitConfig) -> Self {
         let resources = Arc::new(Resources::new(config.resources_dir.clone(), MAX_HANDLES));
+        let python = Budget::new(config.sandbox.budget);
         Self {
             config: Arc::new(config),
             http: reqwest::Client::new(),
             resources,
+            python,
+        }
+    }
+
+    /// The server for a new session: the same configuration and `run_python` budget, no
+    /// resource handles open (they go with the session when it ends).
+    #[must_use]
+    pub fn for_session(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            http: self.http.clone(),
+            resources: Arc::new(self.resources.fresh()),
+            python: self.python.clone(),
         }
     }
 
@@ -190,6 +207,10 @@ impl Toolkit {
         &self,
         Parameters(args): Parameters<RunPythonArgs>,
     ) -> Result<CallToolResult, McpError> {
+        let _reserved = match self.python.reserve(self.config.sandbox.max_memory_bytes) {
+            Ok(r) => r,
+            Err(busy) => return Ok(tool_error(busy.to_string())),
+        };
         Ok(
             match sandbox::run(&self.config.sandbox, &args.code, args.timeout_seconds).await {
                 Ok(run) => {
@@ -211,18 +232,22 @@ impl Toolkit {
     }
 
     #[tool(
-        description = "List the file resources that can be opened (name, uri, size_bytes, mime_type).",
+        description = "List the file resources that can be opened (name, uri, size_bytes, mime_type), and the handles this session has open.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_resources(
         &self,
         Parameters(_args): Parameters<NoArgs>,
     ) -> Result<CallToolResult, McpError> {
-        Ok(to_result(
-            self.resources
-                .list()
-                .map(|r| serde_json::json!({ "resources": r })),
-        ))
+        let open: Vec<serde_json::Value> = self
+            .resources
+            .open_handles()
+            .into_iter()
+            .map(|(handle_id, name)| serde_json::json!({ "handle_id": handle_id, "name": name }))
+            .collect();
+        Ok(to_result(self.resources.list().map(
+            |r| serde_json::json!({ "resources": r, "open_handles": open }),
+        )))
     }
 
     #[tool(
@@ -417,7 +442,7 @@ pub async fn serve_http(
 ) -> anyhow_like::Result<()> {
     let toolkit = Toolkit::new(config);
     let service = StreamableHttpService::new(
-        move || Ok(toolkit.clone()),
+        move || Ok(toolkit.for_session()),
         LocalSessionManager::default().into(),
         StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
     );

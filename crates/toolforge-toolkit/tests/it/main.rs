@@ -1,6 +1,7 @@
 //! Integration tests of the toolkit server: the SQL engine, its hostile corpus, and the MCP
 //! server over in-process, real stdio and real Streamable HTTP transports.
 
+mod fairness;
 mod mcp;
 mod python_hostile;
 mod resources;

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
@@ -42,9 +43,26 @@ pub struct Args {
     /// How tool names are exposed.
     #[arg(long, value_enum, default_value = "auto")]
     pub namespace: NamespaceArg,
-    /// Largest request body, in bytes.
+    /// Largest request body, in bytes, on every route (413 past it).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Connections served at once (more wait until one closes).
+    #[arg(long, default_value_t = toolforge_gateway::ConnectionLimits::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds a connection has to send a request's complete headers (after it opens, or
+    /// after its previous response); it is closed then.
+    #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout: u64,
+    /// Seconds a connection may stay open with no new request (a response in progress finishes
+    /// first).
+    #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::ConnectionLimits::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout: u64,
+    /// `/mcp` sessions open at once (an `initialize` past it gets 503).
+    #[arg(long, default_value_t = toolforge_gateway::SessionLimits::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+    /// Seconds an `/mcp` session lives with no request; it ends then and its memory is freed.
+    #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::SessionLimits::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_idle_timeout: u64,
     /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
@@ -95,6 +113,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         extra_hosts,
         stateless: args.stateless,
         max_body_bytes: args.max_body_bytes,
+        connections: toolforge_gateway::ConnectionLimits {
+            max_connections: args.max_connections.max(1),
+            header_read_timeout: Duration::from_secs(args.header_read_timeout),
+            idle_timeout: Duration::from_secs(args.idle_timeout),
+        },
+        sessions: toolforge_gateway::SessionLimits {
+            max_sessions: args.max_sessions.max(1),
+            idle_timeout: Duration::from_secs(args.session_idle_timeout),
+        },
         cancel: cancel.clone(),
         agent: Some(agent.clone()),
     };

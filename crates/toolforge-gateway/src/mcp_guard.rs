@@ -1,0 +1,334 @@
+//! What the gateway decides on `POST /mcp` before rmcp sees a message:
+//!
+//! - the body bound: a body over `max_body_bytes` gets 413, whether it declared its length or
+//!   came chunked;
+//! - JSON-RPC errors with the spec's codes: -32700 for a body that is not JSON, -32600 for one
+//!   that is not a JSON-RPC 2.0 message, -32602 for the parameters of the methods the gateway
+//!   routes (`tools/call` without a `name`, say);
+//! - the session cap: a new session past `max_sessions` gets 503 with a JSON-RPC error;
+//! - request ids in flight: a request reusing the id of one still unanswered on the same session
+//!   is answered with an error at once (rmcp would route both answers to one of them and leave
+//!   the other waiting forever).
+
+use std::collections::HashSet;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Frame, SizeHint};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::mcp_sessions::CappedSessions;
+
+/// JSON-RPC error codes the gateway answers with.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Implementation-defined server error: no room for another session or request.
+    pub const SERVER_BUSY: i64 = -32000;
+}
+
+/// Requests in flight across all sessions at most (each holds one entry while unanswered).
+pub const MAX_IN_FLIGHT: usize = 65_536;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The state of the `/mcp` guard.
+pub(crate) struct McpGuard {
+    pub(crate) max_body_bytes: usize,
+    pub(crate) sessions: Option<Arc<CappedSessions>>,
+    /// (session id, request id as JSON) of every request not yet answered.
+    in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+impl McpGuard {
+    pub(crate) fn new(max_body_bytes: usize, sessions: Option<Arc<CappedSessions>>) -> Self {
+        Self {
+            max_body_bytes,
+            sessions,
+            in_flight: Arc::default(),
+        }
+    }
+}
+
+/// A JSON-RPC error response.
+fn rpc_error(status: StatusCode, id: &Value, code: i64, message: impl Into<String>) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message.into()},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// Whether `e` (a body read error) is the body running past its limit.
+fn is_too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Checks the shape of one JSON-RPC message; the error is (code, message).
+fn check_message(v: &Value, modern: bool) -> Result<(), (i64, String)> {
+    let invalid = |m: &str| Err((code::INVALID_REQUEST, m.to_owned()));
+    let obj = match v {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return invalid("JSON-RPC batches are not supported; send one message per request");
+        }
+        _ => return invalid("the body must be a JSON-RPC 2.0 message (a JSON object)"),
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("`jsonrpc` must be \"2.0\"");
+    }
+    if let Some(id) = obj.get("id")
+        && !(id.is_string() || id.is_i64() || id.is_u64())
+    {
+        return invalid("`id` must be a string or an integer");
+    }
+    match obj.get("method") {
+        Some(Value::String(method)) => {
+            let params = obj.get("params");
+            if params.is_some_and(|p| !p.is_object()) {
+                return Err((
+                    code::INVALID_PARAMS,
+                    "`params` must be an object".to_owned(),
+                ));
+            }
+            if obj.contains_key("id") {
+                check_params(method, params, modern)
+            } else {
+                Ok(())
+            }
+        }
+        Some(_) => invalid("`method` must be a string"),
+        None if obj.contains_key("id")
+            && (obj.contains_key("result") != obj.contains_key("error")) =>
+        {
+            Ok(())
+        }
+        None => invalid(
+            "a message needs a `method` (request or notification) or, with an `id`, a `result` or an `error` (response)",
+        ),
+    }
+}
+
+/// The parameters of the methods the gateway routes, checked against their MCP shapes. On
+/// 2026-07-28 (`modern`) `resources/subscribe` and `unsubscribe` no longer exist: rmcp answers
+/// them "method not found" (HTTP 404), whatever their parameters.
+fn check_params(method: &str, params: Option<&Value>, modern: bool) -> Result<(), (i64, String)> {
+    fn parse<T: serde::de::DeserializeOwned>(
+        method: &str,
+        params: Option<&Value>,
+        what: &str,
+    ) -> Result<(), (i64, String)> {
+        let params = params.cloned().unwrap_or_else(|| json!({}));
+        serde_json::from_value::<T>(params)
+            .map(|_| ())
+            .map_err(|e| {
+                (
+                    code::INVALID_PARAMS,
+                    format!("invalid params for {method} ({what}): {e}"),
+                )
+            })
+    }
+    use rmcp::model::{
+        CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
+    };
+    match method {
+        "tools/call" => parse::<CallToolRequestParams>(
+            method,
+            params,
+            "needs `name`, the tool's name, and optional `arguments`, an object",
+        ),
+        "resources/read" => {
+            parse::<ReadResourceRequestParams>(method, params, "needs `uri`, a string")
+        }
+        "resources/subscribe" | "resources/unsubscribe" if modern => Ok(()),
+        "resources/subscribe" => {
+            parse::<SubscribeRequestParams>(method, params, "needs `uri`, a string")
+        }
+        "resources/unsubscribe" => {
+            parse::<UnsubscribeRequestParams>(method, params, "needs `uri`, a string")
+        }
+        "prompts/get" => parse::<GetPromptRequestParams>(
+            method,
+            params,
+            "needs `name`, the prompt's name, and optional `arguments`",
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The `/mcp` guard (an axum middleware).
+pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, g.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) if is_too_large(&e) => {
+            return rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &Value::Null,
+                code::INVALID_REQUEST,
+                format!("the request body is larger than {} bytes", g.max_body_bytes),
+            );
+        }
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                code::INVALID_REQUEST,
+                format!("the request body could not be read: {e}"),
+            );
+        }
+    };
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                code::PARSE_ERROR,
+                format!("parse error: the body is not valid JSON ({e})"),
+            );
+        }
+    };
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    // A 2026-07-28 request names its revision in this header (rmcp checks it against the body).
+    let modern = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28");
+    if let Err((code, text)) = check_message(&message, modern) {
+        let id = if code == code::INVALID_PARAMS {
+            id
+        } else {
+            Value::Null
+        };
+        let status = if code == code::INVALID_PARAMS {
+            StatusCode::OK
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return rpc_error(status, &id, code, text);
+    }
+    let session = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let is_request = message.get("method").is_some() && message.get("id").is_some();
+    if session.is_none()
+        && message.get("method").and_then(Value::as_str) == Some("initialize")
+        && let Some(sessions) = &g.sessions
+        && sessions.is_full().await
+    {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &id,
+            code::SERVER_BUSY,
+            format!(
+                "the gateway already has its maximum of {} sessions open; try again later",
+                sessions.max_sessions()
+            ),
+        );
+    }
+    let mut claim = None;
+    if let (Some(session), true) = (session, is_request) {
+        let key = (session, id.to_string());
+        let mut in_flight = g.in_flight.lock();
+        if in_flight.contains(&key) {
+            return rpc_error(
+                StatusCode::OK,
+                &id,
+                code::INVALID_REQUEST,
+                format!(
+                    "request id {id} is already used by a request still in flight on this session; use a new id"
+                ),
+            );
+        }
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &id,
+                code::SERVER_BUSY,
+                "too many requests in flight; try again later",
+            );
+        }
+        in_flight.insert(key.clone());
+        claim = Some(Claim {
+            set: g.in_flight.clone(),
+            key,
+        });
+    }
+    let length = HeaderValue::from(bytes.len());
+    let mut req = Request::from_parts(parts, Body::from(bytes));
+    req.headers_mut().remove(header::TRANSFER_ENCODING);
+    req.headers_mut().insert(header::CONTENT_LENGTH, length);
+    let response = next.run(req).await;
+    match claim {
+        // The id stays taken until the answer has gone out (or the client left).
+        Some(claim) => response.map(|body| {
+            Body::new(Claimed {
+                body,
+                _claim: claim,
+            })
+        }),
+        None => response,
+    }
+}
+
+/// An id taken by a request in flight; given back when dropped.
+struct Claim {
+    set: Arc<Mutex<HashSet<(String, String)>>>,
+    key: (String, String),
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.set.lock().remove(&self.key);
+    }
+}
+
+/// A response body that holds a [`Claim`] until it is done.
+struct Claimed {
+    body: Body,
+    _claim: Claim,
+}
+
+impl http_body::Body for Claimed {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

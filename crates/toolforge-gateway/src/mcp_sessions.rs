@@ -1,0 +1,146 @@
+//! The `/mcp` sessions: rmcp's local session manager under a cap. A session idle for
+//! `idle_timeout` ends (its worker stops and the session leaves the map, giving its memory
+//! back); no session is created past `max_sessions` (the `/mcp` guard answers such an
+//! `initialize` with a clear error first, this is the hard bound behind it).
+
+use std::time::Duration;
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker, SessionConfig,
+};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+
+/// Session limits of `/mcp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Sessions open at once.
+    pub max_sessions: usize,
+    /// A session with no request for this long ends.
+    pub idle_timeout: Duration,
+}
+
+impl SessionLimits {
+    pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error("the gateway already has its maximum of {0} sessions open; try again later")]
+    Full(usize),
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+/// rmcp's [`LocalSessionManager`] with a cap on open sessions.
+#[derive(Debug)]
+pub struct CappedSessions {
+    inner: LocalSessionManager,
+    max_sessions: usize,
+    /// Serializes creation, so two `initialize`s cannot both take the last place.
+    creating: tokio::sync::Mutex<()>,
+}
+
+impl CappedSessions {
+    #[must_use]
+    pub fn new(limits: SessionLimits) -> Self {
+        let mut inner = LocalSessionManager::default();
+        let mut config = SessionConfig::default();
+        config.keep_alive = Some(limits.idle_timeout);
+        inner.session_config = config;
+        Self {
+            inner,
+            max_sessions: limits.max_sessions,
+            creating: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Sessions open now.
+    pub async fn open(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
+
+    /// Whether no new session may open.
+    pub async fn is_full(&self) -> bool {
+        self.open().await >= self.max_sessions
+    }
+
+    #[must_use]
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions
+    }
+}
+
+impl SessionManager for CappedSessions {
+    type Error = SessionsError;
+    type Transport = WorkerTransport<LocalSessionWorker>;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _creating = self.creating.lock().await;
+        if self.is_full().await {
+            return Err(SessionsError::Full(self.max_sessions));
+        }
+        Ok(self.inner.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
