@@ -5,6 +5,7 @@
 mod agent;
 mod cache;
 mod cost_report;
+mod dry_run;
 mod evals;
 mod faults;
 mod http_backend;
@@ -95,6 +96,7 @@ impl Served {
             .env_remove("LLM_PROVIDER")
             .env_remove("REDIS_URL")
             .env_remove("CATALOG_CACHE_BACKEND")
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
