@@ -362,6 +362,11 @@ async fn http_api_chat_stream_agent_run_and_openapi() {
             .is_some()
     );
 
+    // /health shows the trace writer: nothing lost.
+    let health = served.get("/health").await;
+    assert_eq!(health["trace"]["lost_records"], 0, "{health}");
+    assert_eq!(health["trace"]["failing"], false, "{health}");
+
     // Every executed call was traced by the one writer, as whole lines.
     let t = tool_traces(served.dir.path());
     assert_eq!(
