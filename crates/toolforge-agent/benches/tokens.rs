@@ -1,7 +1,9 @@
 //! Tokens per task: the broker and prompt caching against neither, over a 100-tool pool.
 //!
 //! The real agent drives the real [`AnthropicModel`] against a wire-exact fake of the Anthropic
-//! Messages API on loopback (`POST /v1/messages`). The fake checks the headers, parses the
+//! Messages API on loopback (`POST /v1/messages`, and `POST /v1/messages/count_tokens`, which the
+//! cost guard asks when the byte bound of a call would not fit the ceiling, as with all 100
+//! tools sent). The fake checks the headers, parses the
 //! request body as the API does, and bills usage the way the provider does: input tokens are
 //! bytes/4 of the tools, system and messages JSON (in the API's prefix order: tools, system,
 //! messages); with `cache_control` breakpoints, the longest breakpoint prefix seen before is a
@@ -1013,6 +1015,8 @@ struct Fake {
     /// `task: tool` the script wanted but the request did not offer.
     misses: Mutex<Vec<String>>,
     seq: AtomicU64,
+    /// `count_tokens` requests answered.
+    counts: AtomicU64,
 }
 
 impl Fake {
@@ -1435,10 +1439,46 @@ async fn messages(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes
     ([("request-id", format!("req_{n:024x}"))], axum::Json(reply)).into_response()
 }
 
+/// `POST /v1/messages/count_tokens`: the body of a Messages request without `max_tokens` (and
+/// `stream`), counted as the request would be billed in all (bytes/4), caching aside.
+async fn count_tokens(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if header("x-api-key") != Some(API_KEY) {
+        return api_error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid x-api-key",
+        );
+    }
+    if header("anthropic-version") != Some(API_VERSION) {
+        return invalid("anthropic-version is required");
+    }
+    let mut body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return invalid(format!("the body is not valid JSON: {e}")),
+    };
+    for field in ["max_tokens", "stream"] {
+        if body.get(field).is_some() {
+            return invalid(format!("{field}: Extra inputs are not permitted"));
+        }
+    }
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("max_tokens".into(), json!(1));
+    }
+    let parsed = match parse(&body) {
+        Ok(p) => p,
+        Err(e) => return invalid(e),
+    };
+    fake.counts.fetch_add(1, Ordering::Relaxed);
+    let bytes: u64 = parsed.units.iter().map(|u| u.bytes).sum();
+    axum::Json(json!({"input_tokens": bytes.div_ceil(4)})).into_response()
+}
+
 async fn start_fake() -> (SocketAddr, Arc<Fake>) {
     let fake = Arc::new(Fake::default());
     let app = Router::new()
         .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .with_state(fake.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -1724,6 +1764,10 @@ async fn main() {
     for &c in CONFIGS {
         cold.push(run_config(c, true, addr, &fake, &catalog).await);
     }
+    println!(
+        "count_tokens requests answered: {}",
+        fake.counts.load(Ordering::Relaxed)
+    );
     let misses = fake.misses.lock().clone();
     assert!(
         misses.is_empty(),

@@ -1,15 +1,18 @@
-//! The cost guard (DESIGN §4): projects the worst case before every model call, clamps
-//! `max_tokens` to what the remaining budget can pay, and halts when it cannot pay a useful
+//! The cost guard (DESIGN §4): bounds the worst case of every model call before it is made,
+//! sizes `max_tokens` to what the remaining budget can pay, and halts when it cannot pay a useful
 //! minimum.
 //!
-//! The worst case of a call is its estimated input, every token at the dearest input price
-//! (uncached or cache write), plus `max_tokens` of output. The input estimate
-//! ([`toolforge_llm::estimate_input_tokens`]) over-counts on purpose and is calibrated: once a
-//! response reports more input tokens than were estimated, later estimates are scaled by the
-//! largest ratio seen. So actual spend stays ≤ the ceiling whenever a call's billed input is
-//! within its (calibrated) estimate, and a provider never bills more output than `max_tokens`.
+//! The worst case of a call is its input bound ([`toolforge_llm::InputBound`]: the provider's
+//! count plus a margin, or every input byte a token plus a documented overhead) with every token
+//! at the dearest input price (uncached, cache write or cache read), plus `max_tokens` of output
+//! at the output price. A call is made only when that worst case fits what is left, so:
+//!
+//! **spent ≤ ceiling** after every call whose bill stays within its input bound and its
+//! `max_tokens`, which a provider never exceeds for output and, for input, holds by construction
+//! of the byte bound. A bill past a *counted* bound (a provider's count that was off) is logged,
+//! and the rest of the run uses the byte bound only.
 
-use toolforge_llm::{Price, Usage};
+use toolforge_llm::{BoundSource, InputBound, Price, Usage};
 
 /// The default `COST_CEILING_USD`.
 pub const DEFAULT_CEILING_USD: f64 = 0.10;
@@ -32,19 +35,23 @@ pub struct CostGuard {
     ceiling: f64,
     spent: f64,
     price: Price,
-    calibration: f64,
     min_output: u32,
+    trust_counts: bool,
 }
 
 impl CostGuard {
     #[must_use]
     pub fn new(ceiling_usd: f64, price: Price) -> Self {
         Self {
-            ceiling: ceiling_usd.max(0.0),
+            ceiling: if ceiling_usd.is_finite() {
+                ceiling_usd.max(0.0)
+            } else {
+                0.0
+            },
             spent: 0.0,
             price,
-            calibration: 1.0,
             min_output: MIN_USEFUL_OUTPUT_TOKENS,
+            trust_counts: true,
         }
     }
 
@@ -66,29 +73,53 @@ impl CostGuard {
         self.ceiling
     }
 
-    /// The worst-case cost of `input_tokens` of input (calibrated) and no output.
-    fn input_worst_case(&self, estimated_input: u64) -> f64 {
-        (estimated_input as f64 * self.calibration).ceil() * self.price.worst_input() / 1e6
+    /// Whether counted bounds may still be used (false once a bill exceeded one).
+    #[must_use]
+    pub fn trusts_counts(&self) -> bool {
+        self.trust_counts
     }
 
-    /// How many output tokens the next call may have, given its estimated input.
+    /// The most `input_tokens` of input can cost.
+    fn input_worst_case(&self, input_tokens: u64) -> f64 {
+        input_tokens as f64 * self.price.worst_input() / 1e6
+    }
+
+    /// The most a call with `input_tokens` of input and `max_tokens` of output can cost.
     #[must_use]
-    pub fn allow(&self, estimated_input: u64, wanted_max_tokens: u32) -> Allowance {
-        let left = self.ceiling - self.spent - self.input_worst_case(estimated_input);
-        if left <= 0.0 {
+    pub fn worst_case(&self, input_tokens: u64, max_tokens: u32) -> f64 {
+        self.input_worst_case(input_tokens) + f64::from(max_tokens) * self.price.output / 1e6
+    }
+
+    /// How many output tokens the next call may have, given the bound on its input: the most
+    /// whose worst case still fits under the ceiling, at most `wanted_max_tokens`.
+    #[must_use]
+    pub fn allow(&self, input_bound: u64, wanted_max_tokens: u32) -> Allowance {
+        let left = self.ceiling - self.spent - self.input_worst_case(input_bound);
+        if left.is_nan() || left <= 0.0 {
             return Allowance::Halt;
         }
-        let affordable = if self.price.output > 0.0 {
+        let mut max_tokens = if self.price.output > 0.0 {
             let t = (left * 1e6 / self.price.output).floor();
-            if t >= f64::from(u32::MAX) {
-                u32::MAX
+            if t >= f64::from(wanted_max_tokens) {
+                wanted_max_tokens
             } else {
                 t as u32
             }
         } else {
-            u32::MAX
+            wanted_max_tokens
         };
-        let max_tokens = wanted_max_tokens.min(affordable);
+        // Float rounding must never let the worst case pass what is left (a token or two).
+        for _ in 0..8 {
+            if max_tokens == 0
+                || self.spent + self.worst_case(input_bound, max_tokens) <= self.ceiling
+            {
+                break;
+            }
+            max_tokens -= 1;
+        }
+        if self.spent + self.worst_case(input_bound, max_tokens) > self.ceiling {
+            return Allowance::Halt;
+        }
         if max_tokens < self.min_output.min(wanted_max_tokens).max(1) {
             return Allowance::Halt;
         }
@@ -96,25 +127,18 @@ impl CostGuard {
     }
 
     /// Records a response's billed usage; returns its cost.
-    pub fn record(&mut self, estimated_input: u64, usage: &Usage) -> f64 {
+    pub fn record(&mut self, bound: InputBound, usage: &Usage) -> f64 {
         let cost = self.price.cost(usage);
         self.spent += cost;
-        if estimated_input > 0 {
-            let ratio = usage.total_input() as f64 / estimated_input as f64;
-            if ratio > self.calibration {
-                tracing::warn!(
-                    ratio,
-                    "billed input exceeded the estimate; later estimates are scaled up"
-                );
-                self.calibration = ratio;
-            }
-        }
-        if self.spent > self.ceiling {
+        if usage.total_input() > bound.tokens {
             tracing::error!(
-                spent = self.spent,
-                ceiling = self.ceiling,
-                "spend passed the ceiling: a provider billed more input than estimated"
+                billed = usage.total_input(),
+                bound = bound.tokens,
+                "the provider billed more input tokens than its bound; later calls use the byte bound"
             );
+            if bound.source == BoundSource::Counted {
+                self.trust_counts = false;
+            }
         }
         cost
     }
@@ -131,6 +155,13 @@ mod tests {
         cache_read: 0.30,
     };
 
+    fn bytes(tokens: u64) -> InputBound {
+        InputBound {
+            tokens,
+            source: BoundSource::Bytes,
+        }
+    }
+
     #[test]
     fn clamps_then_halts() {
         let mut g = CostGuard::new(0.01, SONNET);
@@ -138,7 +169,7 @@ mod tests {
         assert_eq!(g.allow(1000, 4096), Allowance::Call { max_tokens: 416 });
         assert_eq!(g.allow(1000, 100), Allowance::Call { max_tokens: 100 });
         g.record(
-            1000,
+            bytes(1000),
             &Usage {
                 input_tokens: 1000,
                 output_tokens: 400,
@@ -150,19 +181,46 @@ mod tests {
     }
 
     #[test]
-    fn under_estimates_scale_later_projections() {
+    fn an_allowed_call_billed_to_its_bounds_stays_under_the_ceiling() {
+        for ceiling in [0.0001, 0.0123, 0.02, 0.1, 1.0] {
+            for input in [0u64, 1, 999, 4173, 50_000] {
+                let g = CostGuard::new(ceiling, SONNET);
+                if let Allowance::Call { max_tokens } = g.allow(input, u32::MAX) {
+                    assert!(
+                        g.worst_case(input, max_tokens) <= ceiling,
+                        "{ceiling} {input}"
+                    );
+                    let mut g = g.clone();
+                    g.record(
+                        bytes(input),
+                        &Usage {
+                            cache_creation_input_tokens: input,
+                            output_tokens: u64::from(max_tokens),
+                            ..Usage::default()
+                        },
+                    );
+                    assert!(g.spent() <= ceiling, "{} > {ceiling}", g.spent());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_bill_past_a_counted_bound_stops_trusting_counts() {
         let mut g = CostGuard::new(1.0, SONNET);
-        g.record(
-            100,
-            &Usage {
-                input_tokens: 200,
-                ..Usage::default()
-            },
-        );
-        let Allowance::Call { max_tokens } = g.allow(10_000, u32::MAX) else {
-            panic!("should call")
+        let usage = Usage {
+            input_tokens: 200,
+            ..Usage::default()
         };
-        let left = 1.0 - g.spent() - 20_000.0 * 3.75 / 1e6;
-        assert_eq!(max_tokens, (left * 1e6 / 15.0).floor() as u32);
+        g.record(bytes(100), &usage);
+        assert!(g.trusts_counts(), "a byte bound says nothing about counts");
+        g.record(
+            InputBound {
+                tokens: 100,
+                source: BoundSource::Counted,
+            },
+            &usage,
+        );
+        assert!(!g.trusts_counts());
     }
 }

@@ -16,4 +16,4 @@ pub use backend::{ToolBackend, ToolFailure, ToolOutput};
 pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
 pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, Step, Visibility};
 pub use session::{MemorySessions, RedisSessions, SessionStore};
-pub use trace::{TraceRecord, TraceSink};
+pub use trace::{RecordKind, TraceRecord, TraceSink};

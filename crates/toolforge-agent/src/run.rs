@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolforge_llm::embed::HashingEmbedder;
 use toolforge_llm::{
-    Content, Message, Model, ModelRequest, PriceTable, Role, StopReason, ToolSpec, Usage,
-    estimate_input_tokens,
+    Content, InputBound, Message, Model, ModelRequest, ModelResponse, PriceTable, Role, StopReason,
+    ToolSpec, Usage,
 };
 use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
 use toolforge_select::rank::{self, Bm25Index, Document};
@@ -25,7 +25,9 @@ use toolforge_select::{Catalog, Namespace, Presentation, Resolved, ServerEntry, 
 use crate::backend::{ToolBackend, ToolOutput};
 use crate::cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
 use crate::session::SessionStore;
-use crate::trace::{SCHEMA_VERSION, TraceRecord, TraceSink, arguments_hash, timestamp_now};
+use crate::trace::{
+    RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink, arguments_hash, timestamp_now,
+};
 
 /// The system prompt every provider gets.
 pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user asks by calling the tools offered; call several at once when they do not depend on each other. Use only the tools offered and give arguments that match their input schemas. When you are done, reply with only one JSON object and nothing else: {\"answer\": \"<the answer in plain words>\", \"key_facts\": {<the facts the answer rests on, as JSON values>}}.";
@@ -41,6 +43,8 @@ pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user ask
 ///   offered while some server is down (HTTP 503).
 /// * `cancelled`: the caller went away (the HTTP client disconnected); in-flight tool calls
 ///   were cancelled with it.
+/// * `trace_unavailable`: with `trace_fail_closed`, the trace file cannot be written (a full
+///   disk): the run refuses to start, or stops before its next model call.
 pub const HALT_REASONS: &[&str] = &[
     "cancelled",
     "cost_ceiling",
@@ -48,7 +52,12 @@ pub const HALT_REASONS: &[&str] = &[
     "max_tokens",
     "model_error",
     "servers_unavailable",
+    "trace_unavailable",
 ];
+
+/// Halt reasons that mean the run failed (rather than stopped at a limit).
+pub const FAILED_HALT_REASONS: &[&str] =
+    &["model_error", "servers_unavailable", "trace_unavailable"];
 
 /// Agent settings (the binary fills them from env and flags).
 #[derive(Debug, Clone)]
@@ -66,6 +75,8 @@ pub struct AgentConfig {
     pub cache: bool,
     /// `TRACE_VERBOSE`: arguments in trace records.
     pub trace_verbose: bool,
+    /// `TRACE_FAIL_CLOSED`: refuse to run (and stop a run) while the trace cannot be written.
+    pub trace_fail_closed: bool,
     pub prices: PriceTable,
     pub system_prompt: String,
 }
@@ -80,6 +91,7 @@ impl Default for AgentConfig {
             namespace: Namespace::Auto,
             cache: true,
             trace_verbose: false,
+            trace_fail_closed: false,
             prices: PriceTable::default(),
             system_prompt: SYSTEM_PROMPT.to_owned(),
         }
@@ -505,6 +517,16 @@ impl Agent {
             }
         }
 
+        if self.config.trace_fail_closed && !self.traces.writable().await {
+            halt_on_trace(&mut result);
+            result.error = Some(format!(
+                "{} Nothing was run.",
+                result.error.take().unwrap_or_default()
+            ));
+            send(RunEvent::Final(Box::new(result.clone())));
+            return result;
+        }
+
         let mut guard = CostGuard::new(self.config.ceiling_usd, price);
         let embed = |t: &str| self.embedder.embed_one(t);
         let mut grader = Grader::new(&subset, &embed);
@@ -514,6 +536,7 @@ impl Agent {
         let mut messages = request.prior.clone();
         messages.push(Message::user(request.message.clone()));
         let mut finished = false;
+        let mut trace_failed = false;
 
         for step in 1..=self.config.max_steps.max(1) {
             if request
@@ -533,8 +556,8 @@ impl Agent {
                 max_tokens: self.config.max_tokens,
                 cache: self.config.cache,
             };
-            let estimate = estimate_input_tokens(&model_request);
-            let clamped = match guard.allow(estimate, self.config.max_tokens) {
+            let bound = self.input_bound(&guard, &model_request).await;
+            let clamped = match guard.allow(bound.tokens, self.config.max_tokens) {
                 Allowance::Halt => {
                     result.halted = true;
                     result.halt_reason = Some("cost_ceiling".into());
@@ -557,13 +580,22 @@ impl Agent {
                 }
             };
             result.model_calls += 1;
-            let cost = guard.record(estimate, &response.usage);
+            let cost = guard.record(bound, &response.usage);
             result.usage.add(&response.usage);
             let uses: Vec<(String, String, Value)> = response
                 .tool_uses()
                 .into_iter()
                 .map(|(id, name, input)| (id.to_owned(), name.to_owned(), input.clone()))
                 .collect();
+            if response.stop_reason == StopReason::MaxTokens || uses.is_empty() {
+                // No tool call will carry this call's cost: it gets a record of its own.
+                let traced = self
+                    .trace(self.model_call_record(&session_id, step, &response, cost, &request))
+                    .await;
+                if !traced {
+                    trace_failed = true;
+                }
+            }
             if response.stop_reason == StopReason::MaxTokens {
                 result.response = response.text();
                 result.halted = true;
@@ -754,7 +786,12 @@ impl Agent {
                 if record.raw_result.is_null() {
                     record.raw_result = json!({"text": content});
                 }
-                self.emit_trace(&session_id, &record);
+                if !self
+                    .trace(self.tool_call_record(&session_id, &record))
+                    .await
+                {
+                    trace_failed = true;
+                }
                 send(RunEvent::ToolResult(Box::new(record.clone())));
                 result.steps.push(record);
                 results.push(Content::ToolResult {
@@ -767,6 +804,11 @@ impl Agent {
                 role: Role::User,
                 content: results,
             });
+            if trace_failed {
+                halt_on_trace(&mut result);
+                finished = true;
+                break;
+            }
         }
         if !finished {
             result.halted = true;
@@ -861,10 +903,77 @@ impl Agent {
         }
     }
 
-    fn emit_trace(&self, session_id: &str, step: &Step) {
-        let attempt = step.attempts.max(1);
-        self.traces.emit(TraceRecord {
+    /// The bound the guard sizes the next call with: the byte bound when it already pays the
+    /// whole `max_tokens` (no round trip needed), else the model's count while counts are
+    /// trusted.
+    async fn input_bound(&self, guard: &CostGuard, request: &ModelRequest) -> InputBound {
+        let upper = InputBound::upper(request);
+        let fits = matches!(
+            guard.allow(upper.tokens, self.config.max_tokens),
+            Allowance::Call { max_tokens } if max_tokens == self.config.max_tokens
+        );
+        if fits || !guard.trusts_counts() {
+            return upper;
+        }
+        let counted = self.model.input_bound(request).await;
+        if counted.tokens <= upper.tokens {
+            counted
+        } else {
+            upper
+        }
+    }
+
+    /// Writes one trace record: queued, or (fail-closed) written before the run goes on.
+    /// `false` when a fail-closed write failed.
+    async fn trace(&self, record: TraceRecord) -> bool {
+        if self.config.trace_fail_closed {
+            self.traces.emit_confirmed(record).await
+        } else {
+            self.traces.emit(record);
+            true
+        }
+    }
+
+    fn model_call_record(
+        &self,
+        session_id: &str,
+        step: u32,
+        response: &ModelResponse,
+        cost: f64,
+        request: &RunRequest,
+    ) -> TraceRecord {
+        TraceRecord {
             schema_version: SCHEMA_VERSION.to_owned(),
+            kind: RecordKind::ModelCall,
+            timestamp: timestamp_now(),
+            session_id: session_id.to_owned(),
+            step,
+            server: None,
+            tool: String::new(),
+            arguments_hash: String::new(),
+            arguments: None,
+            latency_ms: 0.0,
+            success: true,
+            executed: false,
+            dry_run: request.dry_run,
+            tokens_in: response.usage.total_input(),
+            tokens_out: response.usage.output_tokens,
+            cost_usd: trace_cost(cost),
+            selection_rule: None,
+            alternatives: Vec::new(),
+            attempt: 1,
+            retries: 0,
+            retry_reason: None,
+            error: None,
+            corrective_retry: false,
+        }
+    }
+
+    fn tool_call_record(&self, session_id: &str, step: &Step) -> TraceRecord {
+        let attempt = step.attempts.max(1);
+        TraceRecord {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            kind: RecordKind::ToolCall,
             timestamp: timestamp_now(),
             session_id: session_id.to_owned(),
             step: step.step,
@@ -881,7 +990,7 @@ impl Agent {
             dry_run: step.dry_run,
             tokens_in: step.tokens_in,
             tokens_out: step.tokens_out,
-            cost_usd: (step.cost_usd * 1e6).round() / 1e6,
+            cost_usd: trace_cost(step.cost_usd),
             selection_rule: step.selection_rule.clone(),
             alternatives: step.alternatives.clone(),
             attempt,
@@ -889,8 +998,23 @@ impl Agent {
             retry_reason: step.retry_reason.clone(),
             error: step.error.clone(),
             corrective_retry: step.corrective_retry,
-        });
+        }
     }
+}
+
+/// Dollars as traced: to the nano-dollar, so the trace sums to the responses' `cost_usd` to far
+/// below a cent over any number of records, without float noise in the file.
+fn trace_cost(usd: f64) -> f64 {
+    (usd * 1e9).round() / 1e9
+}
+
+/// Halts `result` because the trace cannot be written (fail-closed mode).
+fn halt_on_trace(result: &mut RunResult) {
+    result.halted = true;
+    result.halt_reason = Some("trace_unavailable".into());
+    result.error = Some(
+        "the trace file cannot be written (is the disk full?), and TRACE_FAIL_CLOSED is on.".into(),
+    );
 }
 
 fn raw_result(out: &ToolOutput) -> Value {

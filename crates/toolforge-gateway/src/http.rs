@@ -139,6 +139,9 @@ pub struct Health {
     pub status: &'static str,
     pub servers: Vec<ServerHealth>,
     pub cache: serde_json::Value,
+    /// The agent's trace writer (`lost_records`, `failing`), when the agent is served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<serde_json::Value>,
 }
 
 /// Health of the pool: `ok` when every enabled server is ready, else `degraded`.
@@ -152,6 +155,7 @@ pub fn health(shared: &Shared) -> Health {
         status: if ok { "ok" } else { "degraded" },
         servers,
         cache: shared.pool.cache_status(),
+        trace: None,
     }
 }
 
@@ -166,10 +170,6 @@ async fn tools_route(
         &shared,
         &RequestChannels::from_http(&uri, &headers),
     ))
-}
-
-async fn health_route(State(shared): State<Arc<Shared>>) -> Json<Health> {
-    Json(health(&shared))
 }
 
 async fn not_found(req: Request) -> ApiError {
@@ -292,7 +292,14 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     let opts = Arc::new(opts);
     let mut router = axum::Router::new()
         .route("/tools", get(tools_route))
-        .route("/health", get(health_route))
+        .route("/health", {
+            let agent = opts.agent.clone();
+            get(move |State(shared): State<Arc<Shared>>| async move {
+                let mut body = health(&shared);
+                body.trace = agent.as_ref().map(|a| a.traces().status());
+                Json(body)
+            })
+        })
         .with_state(shared.clone())
         .merge(crate::chat::openapi_routes());
     if let Some(agent) = &opts.agent {

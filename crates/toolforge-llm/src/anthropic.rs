@@ -10,6 +10,11 @@
 //! messages are never marked: they change every turn, and a breakpoint there would pay the
 //! cache-write price for a prefix that is never read back.
 //!
+//! Before a call the cost guard may ask for the request's input tokens: they are counted by
+//! `POST /v1/messages/count_tokens` (free of charge) on the same body without `max_tokens`, and
+//! padded by [`crate::model::counted_bound`]'s small margin. A count that fails falls back to
+//! the byte bound ([`crate::model::input_token_upper_bound`]); it is never retried.
+//!
 //! Streaming assembles the same [`ModelResponse`] as the plain call. It exists because a long
 //! generation over a plain request can sit silent for minutes and be cut by proxies; with SSE
 //! the API sends `ping`s, so [`AnthropicConfig::timeout`] can bound the silence between chunks
@@ -301,6 +306,21 @@ impl Model for AnthropicModel {
         &self.config.model
     }
 
+    fn input_bound<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, crate::model::InputBound> {
+        Box::pin(async move {
+            match self.count_tokens(request).await {
+                Ok(counted) => crate::model::counted_bound(request, counted),
+                Err(e) => {
+                    warn!("counting input tokens failed ({e}); bounding them by bytes instead");
+                    crate::model::InputBound::upper(request)
+                }
+            }
+        })
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a ModelRequest,
@@ -471,6 +491,69 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+// ---- token counting ----
+
+impl AnthropicModel {
+    /// `POST /v1/messages/count_tokens`: the input tokens `request` would be billed.
+    async fn count_tokens(&self, request: &ModelRequest) -> Result<u64, ModelError> {
+        let url = format!(
+            "{}/v1/messages/count_tokens",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let full = wire_request(&self.config.model, request, false);
+        let body = WireCountRequest {
+            model: full.model,
+            system: full.system,
+            tools: full.tools,
+            messages: full.messages,
+        };
+        let failed = |message: String| ModelError::Transport {
+            provider: PROVIDER,
+            message: format!("POST {url}: {message}"),
+        };
+        let resp = self
+            .client
+            .post(&url)
+            .json(&body)
+            .timeout(self.config.timeout)
+            .send()
+            .await
+            .map_err(|e| failed(error_chain(&e)))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| failed(error_chain(&e)))?;
+        if !(200..300).contains(&status) {
+            return Err(ModelError::Http {
+                provider: PROVIDER,
+                status,
+                message: api_message(&text),
+            });
+        }
+        let counted: WireCount = serde_json::from_str(&text).map_err(|e| {
+            bad_response(format!(
+                "the token count is not {{\"input_tokens\": <number>}} ({e}): {}",
+                quote(&text)
+            ))
+        })?;
+        Ok(counted.input_tokens)
+    }
+}
+
+/// The body of `count_tokens`: a Messages request without `max_tokens` and `stream`.
+#[derive(Serialize)]
+struct WireCountRequest<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<WireSystem<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    messages: Vec<WireMessage<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireCount {
+    input_tokens: u64,
 }
 
 // ---- request wire types ----
@@ -1743,5 +1826,37 @@ mod tests {
         check(Some("stop_sequence"), StopReason::Other);
         check(Some("refusal"), StopReason::Other);
         check(None, StopReason::Other);
+    }
+
+    #[tokio::test]
+    async fn input_bound_is_counted_by_count_tokens_else_bounded_by_bytes() {
+        use crate::model::{BoundSource, InputBound, counted_bound};
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/messages/count_tokens"))
+            .and(header("x-api-key", "sk-ant-test"))
+            .and(header("anthropic-version", API_VERSION))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"input_tokens": 412})))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let req = request(true);
+        let bound = model(config(&server)).input_bound(&req).await;
+        assert_eq!(bound, counted_bound(&req, 412));
+        assert_eq!(bound.source, BoundSource::Counted);
+        assert!(bound.tokens >= 412);
+        let sent = &bodies(&server).await[0];
+        assert_eq!(sent["model"], "claude-sonnet-4-6");
+        assert!(sent.get("max_tokens").is_none(), "{sent}");
+        assert!(sent.get("stream").is_none(), "{sent}");
+        assert_eq!(sent["tools"].as_array().unwrap().len(), req.tools.len());
+        assert_eq!(sent["messages"][0]["role"], "user");
+        assert_eq!(sent["system"][0]["text"], req.system.as_str());
+
+        // No count (the endpoint answers 404 here): every input byte a token, never an error.
+        let bare = MockServer::start().await;
+        let bound = model(config(&bare)).input_bound(&req).await;
+        assert_eq!(bound, InputBound::upper(&req));
+        assert_eq!(bound.source, BoundSource::Bytes);
     }
 }

@@ -13,7 +13,8 @@ pub mod pricing;
 
 pub use mock::{MOCK_MODEL, MockModel};
 pub use model::{
-    Content, Message, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec,
-    Usage, estimate_input_tokens,
+    BoundSource, Content, InputBound, Message, Model, ModelError, ModelRequest, ModelResponse,
+    Role, StopReason, ToolSpec, Usage, counted_bound, estimate_input_tokens,
+    input_token_upper_bound,
 };
 pub use pricing::{Price, PriceTable};

@@ -29,8 +29,8 @@ use serde_json::{Map, Value, json};
 use toolforge_select::rank::{Bm25Index, Document};
 
 use crate::model::{
-    Content, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
-    estimate_input_tokens,
+    Content, InputBound, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason,
+    ToolSpec, Usage, counted_bound, estimate_input_tokens,
 };
 
 /// The mock's model id (priced like `claude-sonnet-4-6` in the default price table).
@@ -62,6 +62,14 @@ impl Model for MockModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move { Ok(respond(request)) })
     }
+
+    /// The mock knows what it will bill: [`estimate_input_tokens`], counted.
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        Box::pin(std::future::ready(counted_bound(
+            request,
+            estimate_input_tokens(request),
+        )))
+    }
 }
 
 /// One earlier call and what it returned.
@@ -70,6 +78,14 @@ struct Observation<'a> {
     input: &'a Value,
     result: &'a str,
     is_error: bool,
+    /// A dry run planned the call and executed nothing: there is no result.
+    planned_only: bool,
+}
+
+/// The agent's stand-in result for a call a dry run planned but did not execute.
+fn is_planned_only(result: &str) -> bool {
+    serde_json::from_str::<Value>(result)
+        .is_ok_and(|v| v["dry_run"] == json!(true) && v["executed"] == json!(false))
 }
 
 /// The request being worked on: the latest user turn made of text only (earlier turns of the
@@ -115,6 +131,7 @@ fn observations(request: &ModelRequest) -> Vec<Observation<'_>> {
                             input,
                             result: content,
                             is_error: *is_error,
+                            planned_only: is_planned_only(content),
                         });
                     }
                 }
@@ -265,6 +282,23 @@ impl ReferenceTask {
                 "key_facts": {"customer_name": self.customer, "threshold": self.threshold},
             }));
         };
+        if seen
+            .iter()
+            .any(|o| o.tool == sql_tool.name && o.planned_only)
+        {
+            return Turn::Answer(json!({
+                "answer": format!(
+                    "Dry run: I would look up {}'s orders with one read-only {} query, add up the line totals of the completed orders and compare the sum with ${:.2}. Nothing was executed, so the total is not known.",
+                    self.customer, sql_tool.name, self.threshold
+                ),
+                "key_facts": {
+                    "customer_name": self.customer,
+                    "threshold": self.threshold,
+                    "planned_calls": [sql_tool.name],
+                    "executed": false,
+                },
+            }));
+        }
         let mut rows: Vec<Value> = Vec::new();
         let mut next_offset = Some(0u64);
         for o in seen.iter().filter(|o| o.tool == sql_tool.name) {
@@ -384,6 +418,22 @@ fn generic(task: &str, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
                 "key_facts": {"tools_available": tools.len()},
             }));
         }
+    }
+    if !seen.is_empty() && seen.iter().all(|o| o.planned_only) {
+        let plan: Vec<String> = seen
+            .iter()
+            .map(|o| format!("call {} with {}", o.tool, o.input))
+            .collect();
+        return Turn::Answer(json!({
+            "answer": format!(
+                "Dry run: I would {}. Nothing was executed, so there are no results yet.",
+                plan.join(", then ")
+            ),
+            "key_facts": {
+                "planned_calls": seen.iter().map(|o| o.tool).collect::<Vec<_>>(),
+                "executed": false,
+            },
+        }));
     }
     let mut lines = Vec::new();
     let mut failed = 0;

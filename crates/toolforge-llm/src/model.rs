@@ -216,14 +216,42 @@ pub trait Model: Send + Sync {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+
+    /// The most input tokens `request` can be billed, found before the call: the cost guard
+    /// sizes the call with it. The default is [`input_token_upper_bound`]; a provider that can
+    /// count tokens overrides it with [`counted_bound`]. Never fails: a count that cannot be had
+    /// falls back to the byte bound.
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        Box::pin(std::future::ready(InputBound::upper(request)))
+    }
 }
 
-/// A conservative estimate of the input tokens `request` costs: one token per three bytes of
-/// the serialised system prompt, tools and messages, plus a fixed overhead per message and per
-/// tool. Real tokenizers average about four bytes per token on English and JSON, so this
-/// over-estimates; the cost guard also calibrates it against billed usage.
+/// Input tokens the provider adds to every request beyond the text sent (role markers, the
+/// tool-use system prompt, formatting): Anthropic documents 313–346 tokens of tool-use system
+/// prompt for its current models; OpenAI a few tokens per message. Part of
+/// [`input_token_upper_bound`].
+pub const REQUEST_OVERHEAD_TOKENS: u64 = 1024;
+/// Framing tokens per message, for [`input_token_upper_bound`].
+pub const MESSAGE_OVERHEAD_TOKENS: u64 = 16;
+/// Framing tokens per tool definition, for [`input_token_upper_bound`].
+pub const TOOL_OVERHEAD_TOKENS: u64 = 32;
+
+/// The most input tokens `request` can be billed, whatever the tokenizer: every byte of text a
+/// token (a byte-level BPE token never covers less than one byte) plus
+/// [`REQUEST_OVERHEAD_TOKENS`], [`MESSAGE_OVERHEAD_TOKENS`] per message and
+/// [`TOOL_OVERHEAD_TOKENS`] per tool.
 #[must_use]
-pub fn estimate_input_tokens(request: &ModelRequest) -> u64 {
+pub fn input_token_upper_bound(request: &ModelRequest) -> u64 {
+    let bytes = input_bytes(request) as u64;
+    bytes
+        + REQUEST_OVERHEAD_TOKENS
+        + MESSAGE_OVERHEAD_TOKENS * request.messages.len() as u64
+        + TOOL_OVERHEAD_TOKENS * request.tools.len() as u64
+}
+
+/// Bytes of the text a request sends: system prompt, tool definitions (schemas as JSON) and
+/// every content block.
+fn input_bytes(request: &ModelRequest) -> usize {
     let mut bytes = request.system.len();
     for t in &request.tools {
         bytes += t.name.len() + t.description.len() + t.input_schema.to_string().len();
@@ -243,6 +271,60 @@ pub fn estimate_input_tokens(request: &ModelRequest) -> u64 {
             };
         }
     }
+    bytes
+}
+
+/// How a bound on a request's input tokens was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundSource {
+    /// Counted by the provider or by the model family's own tokenizer (plus a small margin).
+    Counted,
+    /// [`input_token_upper_bound`]: no count was available.
+    Bytes,
+}
+
+/// A bound on the input tokens one request can be billed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputBound {
+    pub tokens: u64,
+    pub source: BoundSource,
+}
+
+/// The margin added to a provider's count (Anthropic calls its count an estimate that may
+/// differ by a small amount): 2 % plus 16 tokens, never above the byte bound.
+#[must_use]
+pub fn counted_bound(request: &ModelRequest, counted: u64) -> InputBound {
+    let upper = input_token_upper_bound(request);
+    let padded = counted.saturating_add(counted / 50).saturating_add(16);
+    if padded >= upper {
+        InputBound::upper(request)
+    } else {
+        InputBound {
+            tokens: padded,
+            source: BoundSource::Counted,
+        }
+    }
+}
+
+impl InputBound {
+    /// [`input_token_upper_bound`] of `request`.
+    #[must_use]
+    pub fn upper(request: &ModelRequest) -> Self {
+        Self {
+            tokens: input_token_upper_bound(request),
+            source: BoundSource::Bytes,
+        }
+    }
+}
+
+/// A typical count of the input tokens `request` costs: one token per three bytes of the
+/// serialised system prompt, tools and messages, plus a fixed overhead per message and per tool.
+/// Real tokenizers average about four bytes per token on English and JSON. The mock bills this;
+/// the cost guard never relies on it (see [`input_token_upper_bound`]).
+#[must_use]
+pub fn estimate_input_tokens(request: &ModelRequest) -> u64 {
+    let bytes = input_bytes(request);
     let overhead = 8 * request.messages.len() + 16 * request.tools.len() + 16;
     (bytes as u64).div_ceil(3) + overhead as u64
 }

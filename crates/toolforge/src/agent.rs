@@ -102,7 +102,7 @@ pub fn prices(settings: &serde_json::Map<String, serde_json::Value>) -> anyhow::
 }
 
 /// Agent settings from the environment: `COST_CEILING_USD`, `MAX_AGENT_STEPS`,
-/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS`, `TRACE_VERBOSE`.
+/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS`, `TRACE_VERBOSE`, `TRACE_FAIL_CLOSED`.
 pub fn agent_config(
     settings: &serde_json::Map<String, serde_json::Value>,
     namespace: toolforge_select::Namespace,
@@ -128,6 +128,7 @@ pub fn agent_config(
         max_tools,
         namespace,
         trace_verbose: flag("TRACE_VERBOSE")?,
+        trace_fail_closed: flag("TRACE_FAIL_CLOSED")?,
         prices: prices(settings)?,
         ..defaults
     })

@@ -1,12 +1,17 @@
 //! Process-level set-up and the environment: the only module of toolforge that reads env vars.
 //! Everything read here is parsed once into typed config and handed to the libraries.
+//!
+//! Settings come from the environment, else from `./.env` (read once; the environment wins).
+//! `.env` values are toolforge's own settings and `${VAR}` in the servers configuration; they
+//! are not exported to the MCP servers toolforge starts.
 
 use tracing_subscriber::EnvFilter;
 
 /// Logs go to stderr: stdout belongs to the MCP stdio protocol and to command results.
 pub fn init_tracing() {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let filter = env("RUST_LOG")
+        .and_then(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -19,10 +24,56 @@ pub fn init_tls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Reads one environment variable; empty values count as unset.
-#[allow(clippy::disallowed_methods)]
+/// Settings from `./.env`, read once on first use. The environment wins over them.
+static DOTENV: std::sync::LazyLock<std::collections::HashMap<String, String>> =
+    std::sync::LazyLock::new(|| match std::fs::read_to_string(".env") {
+        Ok(text) => parse_dotenv(&text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::collections::HashMap::new(),
+        Err(e) => {
+            eprintln!("warning: cannot read .env ({e}); using the environment only");
+            std::collections::HashMap::new()
+        }
+    });
+
+/// `KEY=value` lines: blank lines and `#` comments are skipped, an `export ` prefix is allowed,
+/// and a value in single or double quotes is taken as is (without the quotes); an unquoted value
+/// ends at ` #`.
+fn parse_dotenv(text: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let value = value.trim();
+        let value = match value.chars().next() {
+            Some(q @ ('"' | '\'')) => value[1..].split(q).next().unwrap_or_default(),
+            _ => value.split(" #").next().unwrap_or_default().trim_end(),
+        };
+        out.insert(key.to_owned(), value.to_owned());
+    }
+    out
+}
+
+/// Reads one setting: the environment, else `./.env`. Empty values count as unset.
 pub fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    raw_env(name).filter(|v| !v.trim().is_empty())
+}
+
+/// Like [`env`], keeping empty values (for `${VAR}` expansion in the servers configuration).
+#[allow(clippy::disallowed_methods)]
+fn raw_env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .or_else(|| DOTENV.get(name).cloned())
 }
 
 /// The configuration file: `--config`, else `MCP_SERVERS_CONFIG`, else `./mcp.servers.json`.
@@ -44,8 +95,7 @@ pub fn load_pool_config(
             path.display()
         )
     })?;
-    #[allow(clippy::disallowed_methods)]
-    let lookup = |name: &str| std::env::var(name).ok();
+    let lookup = |name: &str| raw_env(name);
     let config = toolforge_mcp::config::parse(&text, &lookup)
         .with_context(|| format!("invalid servers configuration {}", path.display()))?;
     for w in &config.warnings {
@@ -66,10 +116,12 @@ pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
     })
 }
 
-/// The catalog cache: `CATALOG_CACHE_BACKEND` = `memory` (default), `sqlite`
-/// (`CATALOG_CACHE_PATH`, default `$XDG_CACHE_HOME/toolforge/catalog.sqlite`), `redis`
+/// The catalog cache: `CATALOG_CACHE_BACKEND` = `sqlite` (the default: persistent, so a dry
+/// run can plan from what any earlier run listed; `CATALOG_CACHE_PATH`, default
+/// `$XDG_CACHE_HOME/toolforge/catalog.sqlite`, else `~/.cache/...`), `memory`, `redis`
 /// (`REDIS_URL`) or `none`; `CATALOG_CACHE_TTL` in seconds (default 86400). A Redis that does
-/// not answer at start-up degrades to the memory cache with a warning.
+/// not answer at start-up degrades to the memory cache with a warning, and so does a cache file
+/// that cannot be opened when none was asked for.
 pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_mcp::CatalogCache>>>
 {
     use anyhow::Context as _;
@@ -84,7 +136,8 @@ pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_m
         }
         None => cache::DEFAULT_TTL,
     };
-    let backend = env("CATALOG_CACHE_BACKEND").unwrap_or_else(|| "memory".to_owned());
+    let chosen = env("CATALOG_CACHE_BACKEND");
+    let backend = chosen.clone().unwrap_or_else(|| "sqlite".to_owned());
     let store: Arc<dyn cache::CatalogStore> = match backend.to_ascii_lowercase().as_str() {
         "none" | "off" => return Ok(None),
         "memory" => Arc::new(MemoryStore::default()),
@@ -100,7 +153,17 @@ pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_m
                 },
                 std::path::PathBuf::from,
             );
-            Arc::new(SqliteStore::open(&path).context("CATALOG_CACHE_BACKEND=sqlite")?)
+            match SqliteStore::open(&path) {
+                Ok(store) => Arc::new(store),
+                Err(e) if chosen.is_none() => {
+                    tracing::warn!(
+                        "{e}; using an in-memory catalog cache (set CATALOG_CACHE_PATH to a \
+                         writable file for a persistent one)"
+                    );
+                    Arc::new(MemoryStore::default())
+                }
+                Err(e) => return Err(e).context("CATALOG_CACHE_BACKEND=sqlite"),
+            }
         }
         "redis" => {
             let url = env("REDIS_URL").context(
@@ -115,7 +178,7 @@ pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_m
             }
         }
         other => anyhow::bail!(
-            "CATALOG_CACHE_BACKEND is \"{other}\"; use memory (the default), sqlite, redis or none"
+            "CATALOG_CACHE_BACKEND is \"{other}\"; use sqlite (the default), memory, redis or none"
         ),
     };
     Ok(Some(Arc::new(CatalogCache::new(store, ttl))))
@@ -150,5 +213,30 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_dotenv;
+
+    #[test]
+    fn dotenv_lines_comments_quotes_and_export() {
+        let vars = parse_dotenv(
+            "# settings\n\
+             LLM_PROVIDER=anthropic\n\
+             export COST_CEILING_USD = 0.05   # five cents\n\
+             ANTHROPIC_API_KEY=\"sk-ant #1\"\n\
+             TRACE_SINK='logs/my traces.jsonl'\n\
+             EMPTY=\n\
+             not a line\n\
+             BAD-KEY=x\n",
+        );
+        assert_eq!(vars["LLM_PROVIDER"], "anthropic");
+        assert_eq!(vars["COST_CEILING_USD"], "0.05");
+        assert_eq!(vars["ANTHROPIC_API_KEY"], "sk-ant #1");
+        assert_eq!(vars["TRACE_SINK"], "logs/my traces.jsonl");
+        assert_eq!(vars["EMPTY"], "");
+        assert_eq!(vars.len(), 5);
     }
 }

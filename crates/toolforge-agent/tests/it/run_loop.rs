@@ -10,12 +10,12 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use toolforge_agent::{
-    Agent, AgentConfig, MemorySessions, RunRequest, RunResult, ToolBackend, ToolFailure,
-    ToolOutput, TraceRecord, TraceSink,
+    Agent, AgentConfig, MemorySessions, RecordKind, RunRequest, RunResult, ToolBackend,
+    ToolFailure, ToolOutput, TraceRecord, TraceSink,
 };
 use toolforge_llm::{
-    Content, Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage,
-    estimate_input_tokens,
+    BoundSource, Content, InputBound, Model, ModelError, ModelRequest, ModelResponse, StopReason,
+    Usage, counted_bound,
 };
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
@@ -247,11 +247,15 @@ async fn parallel_calls_are_routed_executed_and_traced() {
     );
     assert_eq!(backend.calls.lock().len(), 2);
     let t = traces(&agent, &dir).await;
-    assert_eq!(t.len(), 3);
+    assert_eq!(t.len(), 4, "three tool calls, then the answer's model call");
     assert!(
         t.iter()
             .all(|x| x.schema_version == "1" && x.session_id == r.session_id)
     );
+    assert!(t[..3].iter().all(|x| x.kind == RecordKind::ToolCall));
+    assert_eq!(t[3].kind, RecordKind::ModelCall);
+    assert_eq!((t[3].step, t[3].tokens_in, t[3].tokens_out), (2, 100, 20));
+    assert!(t[3].server.is_none() && !t[3].executed);
     assert_eq!(t[2].attempt, 3);
     assert_eq!(t[2].retries, 2);
     assert_eq!(t[2].retry_reason.as_deref(), Some("request timeout"));
@@ -259,9 +263,15 @@ async fn parallel_calls_are_routed_executed_and_traced() {
         t[0].arguments.is_none(),
         "arguments only with TRACE_VERBOSE"
     );
-    // Tokens and cost of the response are split evenly over its three calls.
-    let sum_in: u64 = t.iter().map(|x| x.tokens_in).sum();
+    // Tokens and cost of the first response are split evenly over its three calls.
+    let sum_in: u64 = t[..3].iter().map(|x| x.tokens_in).sum();
     assert_eq!(sum_in, 100);
+    let traced: f64 = t.iter().map(|x| x.cost_usd).sum();
+    assert!(
+        (traced - r.cost_usd).abs() < 1e-8,
+        "{traced} vs {}",
+        r.cost_usd
+    );
     // The same tools, in the same order, on both model calls (the cached prefix).
     let seen = model.seen.lock();
     assert_eq!(seen.len(), 2);
@@ -317,8 +327,9 @@ async fn dry_run_never_calls_a_tool_and_never_feeds_recency() {
     );
     assert!(r.dry_run);
     let t = traces(&agent, &dir).await;
-    assert_eq!(t.len(), 1);
+    assert_eq!(t.len(), 2, "the planned call, then the answer's model call");
     assert!(!t[0].executed && t[0].dry_run && t[0].success);
+    assert!(t[1].kind == RecordKind::ModelCall && t[1].dry_run);
     assert_eq!(t[0].server.as_deref(), Some("filesystem"));
     assert!(agent.sessions().history("s1").await.is_empty());
 }
@@ -427,6 +438,8 @@ async fn concurrent_runs_write_whole_lines() {
             sink.clone(),
             AgentConfig {
                 trace_verbose: true,
+                // Bounded by bytes, the long paths would reach the default ceiling.
+                ceiling_usd: 10.0,
                 ..AgentConfig::default()
             },
         ));
@@ -440,72 +453,113 @@ async fn concurrent_runs_write_whole_lines() {
     sink.flush().await;
     let text = std::fs::read_to_string(dir.path().join("t.jsonl")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 16 * 5);
+    assert_eq!(
+        lines.len(),
+        16 * 6,
+        "five tool calls and one answer per run"
+    );
     for l in lines {
         let r: TraceRecord = serde_json::from_str(l).unwrap();
-        assert!(r.arguments.is_some());
+        assert_eq!(r.arguments.is_some(), r.kind == RecordKind::ToolCall);
     }
 }
 
-/// A model that keeps calling tools and reports random usage within what a provider may
-/// bill: input no more than the estimate, output no more than `max_tokens`.
-struct RandomSpender {
-    rolls: Mutex<Vec<(f64, f64, f64)>>,
+/// A provider that bills adversarially: every input token up to the bound the guard could have
+/// sized the call with (the byte bound, or its own count plus the margin when it counts), split
+/// at random over uncached, cache-write and cache-read input, and output up to `max_tokens`.
+/// Now and then it answers instead of calling a tool.
+struct AdversarialBiller {
+    /// (input share, output share, cache-write share of input, answer now?)
+    rolls: Mutex<Vec<(f64, f64, f64, bool)>>,
+    /// When set, it counts tokens: this share of the byte bound.
+    counts: Option<f64>,
     calls: AtomicU32,
 }
 
-impl Model for RandomSpender {
+impl AdversarialBiller {
+    fn bound(&self, request: &ModelRequest) -> InputBound {
+        match self.counts {
+            Some(share) => {
+                let upper = InputBound::upper(request).tokens;
+                counted_bound(request, (upper as f64 * share) as u64)
+            }
+            None => InputBound::upper(request),
+        }
+    }
+}
+
+impl Model for AdversarialBiller {
     fn provider(&self) -> &'static str {
         "mock"
     }
     fn model(&self) -> &str {
         "claude-sonnet-4-6"
     }
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        let bound = self.bound(request);
+        Box::pin(async move { bound })
+    }
     fn complete<'a>(
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) as usize;
-        let (fin, fout, fcache) = {
+        let (fin, fout, fwrite, answer) = {
             let rolls = self.rolls.lock();
             rolls[n % rolls.len()]
         };
-        let est = estimate_input_tokens(request);
-        let input = (est as f64 * fin) as u64;
-        let cached = (input as f64 * fcache) as u64;
+        let input = (self.bound(request).tokens as f64 * fin) as u64;
+        let written = (input as f64 * fwrite) as u64;
         let output = (f64::from(request.max_tokens) * fout) as u64;
+        let usage = Usage {
+            input_tokens: (input - written) / 2,
+            output_tokens: output,
+            cache_creation_input_tokens: written,
+            cache_read_input_tokens: input - written - (input - written) / 2,
+        };
         Box::pin(async move {
-            Ok(ModelResponse {
-                content: vec![call(
+            let content = if answer {
+                vec![Content::text(r#"{"answer": "done"}"#)]
+            } else {
+                vec![call(
                     &format!("c{n}"),
                     "list_directory",
                     json!({"path": "/"}),
-                )],
-                stop_reason: StopReason::ToolUse,
-                usage: Usage {
-                    input_tokens: input - cached,
-                    output_tokens: output,
-                    cache_creation_input_tokens: cached / 2,
-                    cache_read_input_tokens: cached - cached / 2,
+                )]
+            };
+            Ok(ModelResponse {
+                stop_reason: if answer {
+                    StopReason::EndTurn
+                } else {
+                    StopReason::ToolUse
                 },
+                content,
+                usage,
                 model: "claude-sonnet-4-6".into(),
             })
         })
     }
 }
 
+/// A share that is often exactly the worst case.
+fn share() -> impl Strategy<Value = f64> {
+    prop_oneof![Just(1.0), Just(0.0), 0.0f64..=1.0]
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(160))]
 
     #[test]
     fn spend_never_passes_the_ceiling(
         ceiling in 0.0005f64..0.2,
         max_tokens in 1u32..8192,
-        rolls in proptest::collection::vec((0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0), 1..8),
+        rolls in proptest::collection::vec((share(), share(), share(), proptest::bool::weighted(0.1)), 1..8),
+        counts in proptest::option::of(0.05f64..=1.0),
+        history in 0usize..4,
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let result = rt.block_on(async {
-            let model = Arc::new(RandomSpender { rolls: Mutex::new(rolls), calls: AtomicU32::new(0) });
+            let model = Arc::new(AdversarialBiller { rolls: Mutex::new(rolls), counts, calls: AtomicU32::new(0) });
             let config = AgentConfig { ceiling_usd: ceiling, max_tokens, max_steps: 30, ..AgentConfig::default() };
             let agent = Agent::new(
                 Arc::new(FakeBackend::default()),
@@ -514,13 +568,217 @@ proptest! {
                 TraceSink::disabled(),
                 config,
             );
-            agent.run(request("list the root again and again"), None).await
+            let mut req = request("list the root again and again");
+            req.prior = (0..history).map(|i| toolforge_llm::Message::user("earlier turn ".repeat(200 * i))).collect();
+            agent.run(req, None).await
         });
-        prop_assert!(result.cost_usd <= ceiling + 1e-12, "spent {} > {}", result.cost_usd, ceiling);
+        prop_assert!(result.cost_usd <= ceiling, "spent {} > {}", result.cost_usd, ceiling);
         let step_cost: f64 = result.steps.iter().map(|s| s.cost_usd).sum();
         prop_assert!(step_cost <= result.cost_usd + 1e-9);
         if result.halted {
-            prop_assert!(matches!(result.halt_reason.as_deref(), Some("cost_ceiling" | "max_steps")));
+            prop_assert!(matches!(result.halt_reason.as_deref(), Some("cost_ceiling" | "max_steps" | "max_tokens")), "{:?}", result.halt_reason);
         }
     }
+}
+
+/// Counts the count requests; bills exactly its count.
+struct Counter {
+    asked: AtomicU32,
+}
+
+impl Model for Counter {
+    fn provider(&self) -> &'static str {
+        "mock"
+    }
+    fn model(&self) -> &str {
+        "claude-sonnet-4-6"
+    }
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let bound = counted_bound(request, 50);
+        Box::pin(async move { bound })
+    }
+    fn complete<'a>(
+        &'a self,
+        _request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            Ok(ModelResponse {
+                content: vec![Content::text(r#"{"answer": "done"}"#)],
+                stop_reason: StopReason::EndTurn,
+                usage: Usage {
+                    input_tokens: 50,
+                    output_tokens: 10,
+                    ..Usage::default()
+                },
+                model: "claude-sonnet-4-6".into(),
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn tokens_are_counted_only_when_the_byte_bound_does_not_fit() {
+    // A generous ceiling: the byte bound pays the whole max_tokens, nobody is asked.
+    let model = Arc::new(Counter {
+        asked: AtomicU32::new(0),
+    });
+    let (agent, _dir) = agent_with(
+        Arc::new(FakeBackend::default()),
+        model.clone(),
+        AgentConfig::default(),
+    )
+    .await;
+    let r = agent.run(request("hello"), None).await;
+    assert!(!r.halted, "{r:?}");
+    assert_eq!(model.asked.load(Ordering::SeqCst), 0);
+
+    // A ceiling the byte bound cannot pay (about 2,000 tokens of tools and prompt at $3.75 per
+    // million is $0.0075), but the count can: the call is made, sized from the count.
+    let model = Arc::new(Counter {
+        asked: AtomicU32::new(0),
+    });
+    let config = AgentConfig {
+        ceiling_usd: 0.002,
+        ..AgentConfig::default()
+    };
+    let (agent, _dir) = agent_with(Arc::new(FakeBackend::default()), model.clone(), config).await;
+    let r = agent.run(request("hello"), None).await;
+    assert_eq!(model.asked.load(Ordering::SeqCst), 1);
+    assert!(!r.halted, "{r:?}");
+    assert_eq!(r.response, "done");
+    assert!(r.cost_usd <= 0.002);
+    let _ = BoundSource::Counted;
+}
+
+/// Runs, halts and dry runs: the trace holds every billed dollar.
+#[tokio::test]
+async fn the_trace_holds_every_billed_dollar() {
+    let backend = Arc::new(FakeBackend::default());
+    let dir = tempfile::tempdir().unwrap();
+    let sink = TraceSink::open(&dir.path().join("t.jsonl")).await.unwrap();
+    let tool_turn = |i: usize| {
+        vec![
+            call(&format!("a{i}"), "list_directory", json!({"path": "/"})),
+            call(&format!("b{i}"), "list_directory", json!({"path": "/tmp"})),
+            call(&format!("c{i}"), "read_file", json!({"path": "/etc"})),
+        ]
+    };
+    let mut total = 0.0;
+    let mut runs = 0;
+    for (turns, config, dry_run) in [
+        // Answers at once (no tool call at all).
+        (vec![], AgentConfig::default(), false),
+        // Three calls per turn, then an answer.
+        (
+            (0..2).map(tool_turn).collect(),
+            AgentConfig::default(),
+            false,
+        ),
+        // The same, planned only.
+        (
+            (0..2).map(tool_turn).collect(),
+            AgentConfig::default(),
+            true,
+        ),
+        // Halted by the step cap.
+        (
+            (0..5).map(tool_turn).collect(),
+            AgentConfig {
+                max_steps: 2,
+                ..AgentConfig::default()
+            },
+            false,
+        ),
+        // Halted by the ceiling after some spend.
+        (
+            (0..50).map(tool_turn).collect(),
+            AgentConfig {
+                ceiling_usd: 0.05,
+                ..AgentConfig::default()
+            },
+            false,
+        ),
+    ] {
+        let mut model = Scripted::new(turns);
+        model.usage = Usage {
+            input_tokens: 1234,
+            output_tokens: 77,
+            cache_creation_input_tokens: 511,
+            cache_read_input_tokens: 1999,
+        };
+        let agent = Agent::new(
+            backend.clone(),
+            Arc::new(model),
+            Arc::new(MemorySessions::default()),
+            sink.clone(),
+            config,
+        );
+        let mut req = request("list /");
+        req.dry_run = dry_run;
+        let r = agent.run(req, None).await;
+        assert!(r.cost_usd > 0.0);
+        total += r.cost_usd;
+        runs += 1;
+    }
+    assert_eq!(runs, 5);
+    sink.flush().await;
+    let text = std::fs::read_to_string(dir.path().join("t.jsonl")).unwrap();
+    let records: Vec<TraceRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let traced: f64 = records.iter().map(|r| r.cost_usd).sum();
+    assert!(
+        (traced - total).abs() < 1e-8,
+        "traced ${traced} but the responses billed ${total}"
+    );
+    assert!(records.iter().any(|r| r.kind == RecordKind::ModelCall));
+    assert!(
+        records
+            .iter()
+            .any(|r| r.kind == RecordKind::ToolCall && r.dry_run)
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn fail_closed_refuses_to_run_while_the_trace_cannot_be_written() {
+    let sink = TraceSink::open(std::path::Path::new("/dev/full"))
+        .await
+        .unwrap();
+    let model = Arc::new(Scripted::new(vec![vec![call(
+        "a",
+        "list_directory",
+        json!({"path": "/"}),
+    )]]));
+    let backend = Arc::new(FakeBackend::default());
+    let agent = Agent::new(
+        backend.clone(),
+        model.clone(),
+        Arc::new(MemorySessions::default()),
+        sink.clone(),
+        AgentConfig {
+            trace_fail_closed: true,
+            ..AgentConfig::default()
+        },
+    );
+    // The first run learns it at its first record: it stops before the next model call.
+    let r = agent.run(request("list /"), None).await;
+    assert_eq!(r.halt_reason.as_deref(), Some("trace_unavailable"), "{r:?}");
+    assert!(
+        r.error
+            .as_deref()
+            .unwrap()
+            .contains("trace file cannot be written")
+    );
+    assert_eq!(model.seen.lock().len(), 1);
+    assert_eq!(backend.calls.lock().len(), 1);
+    // The next run is refused before any model or tool call.
+    let r = agent.run(request("list /"), None).await;
+    assert_eq!(r.halt_reason.as_deref(), Some("trace_unavailable"));
+    assert!(r.error.as_deref().unwrap().contains("Nothing was run"));
+    assert_eq!(model.seen.lock().len(), 1);
+    assert_eq!(backend.calls.lock().len(), 1);
+    assert!(sink.lost_records() >= 1);
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use toolforge_agent::run::FAILED_HALT_REASONS;
 use toolforge_agent::{RunRequest, RunResult};
 
 use super::serve::NamespaceArg;
@@ -14,14 +15,22 @@ use super::serve::NamespaceArg;
 The model is LLM_PROVIDER (mock, the offline default; anthropic; openai). COST_CEILING_USD \
 (default 0.10) caps the spend; traces go to TRACE_SINK (default logs/traces.jsonl).
 
+A dry run plans from the catalog cache and contacts no MCP server; servers whose tools are not \
+cached are left out (say so with --allow-listing to list them first).
+
 Exit status: 0 answered, 2 halted with partial output (cost ceiling, step cap), 1 failed \
-(servers down, model error, bad configuration).")]
+(servers down, model error, trace not writable in fail-closed mode, every tool call failed, \
+bad configuration).")]
 pub struct Args {
     /// What you want done, in plain words.
     pub request: String,
-    /// Plan without executing: the model runs and every stage decides, but no tool is called.
+    /// Plan without executing: the model runs and every stage decides, but no tool is called
+    /// and no MCP server is contacted (tools come from the catalog cache).
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: start the servers whose tools are not cached, only to list them.
+    #[arg(long, requires = "dry_run")]
+    pub allow_listing: bool,
     /// Print the same JSON object `POST /chat` returns.
     #[arg(long)]
     pub json: bool,
@@ -45,15 +54,37 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let visibility = std::sync::Arc::new(args.visibility.config()?);
-    let config = crate::config::load_pool_config(args.config)?;
+    let mut config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
     let mut options = crate::config::pool_options().await?;
-    // A dry run never contacts a server whose tools the cache already holds.
+    // A dry run never contacts a server whose tools the cache already holds, and (unless
+    // listing is allowed) leaves out the servers it does not.
     options.cached_only = args.dry_run;
+    let mut unlisted = Vec::new();
+    if args.dry_run && !args.allow_listing {
+        for server in config.servers.iter_mut().filter(|s| !s.disabled) {
+            let cached = match &options.cache {
+                Some(cache) => !matches!(
+                    cache.lookup(server).await,
+                    toolforge_mcp::cache::Lookup::Miss
+                ),
+                None => false,
+            };
+            if !cached {
+                server.disabled = true;
+                unlisted.push(server.name.clone());
+            }
+        }
+    }
     let pool = toolforge_mcp::Pool::start(config, options).await;
     for h in pool.health() {
         if let Some(err) = &h.last_error {
-            tracing::warn!(server = %h.name, state = ?h.state, "{err}");
+            // The state as the API names it (`crashed`, `starting`), not as Rust spells it.
+            let state = serde_json::to_value(h.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            tracing::warn!(server = %h.name, state = %state, "{err}");
         }
     }
     let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into()).await;
@@ -80,7 +111,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         )),
         ..RunRequest::default()
     };
-    let result = agent.run(request, None).await;
+    let mut result = agent.run(request, None).await;
+    if !unlisted.is_empty() {
+        result.response = format!("{}\n{}", unlisted_note(&unlisted), result.response)
+            .trim_end()
+            .to_owned();
+    }
     agent.traces().flush().await;
     crate::agent::shutdown_metrics(&agent).await;
     pool.shutdown().await;
@@ -92,11 +128,31 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&result))
 }
 
+/// What a dry run says about servers it planned without.
+fn unlisted_note(servers: &[String]) -> String {
+    format!(
+        "Dry run without the tools of {}: no cached tool list, and a dry run contacts no server. \
+         Run once without --dry-run (or `toolforge tools snapshot`) to cache them, or pass \
+         --allow-listing to list them now.",
+        servers.join(", ")
+    )
+}
+
+/// 1 when the run failed (a failing halt, or tool calls were made and every one failed), 2 when
+/// it halted at a limit, else 0.
 fn exit_code(result: &RunResult) -> ExitCode {
-    match result.halt_reason.as_deref() {
-        None => ExitCode::SUCCESS,
-        Some("servers_unavailable" | "model_error") => ExitCode::FAILURE,
-        Some(_) => ExitCode::from(2),
+    let failed_halt = result
+        .halt_reason
+        .as_deref()
+        .is_some_and(|h| FAILED_HALT_REASONS.contains(&h));
+    let executed = result.steps.iter().filter(|s| s.executed);
+    let all_calls_failed = executed.clone().count() > 0 && !executed.clone().any(|s| s.success);
+    if failed_halt || all_calls_failed {
+        ExitCode::FAILURE
+    } else if result.halted || result.halt_reason.is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
@@ -247,6 +303,17 @@ mod tests {
         assert_eq!(exit_code(&r), ExitCode::from(2));
         r.halt_reason = Some("servers_unavailable".into());
         assert_eq!(exit_code(&r), ExitCode::FAILURE);
+        r.halt_reason = Some("trace_unavailable".into());
+        assert_eq!(exit_code(&r), ExitCode::FAILURE);
+        r.halted = false;
+        r.halt_reason = None;
+        r.steps[0].success = false;
+        assert_eq!(
+            exit_code(&r),
+            ExitCode::FAILURE,
+            "its only tool call failed"
+        );
+        r.steps[0].success = true;
         r.dry_run = true;
         r.steps[0].dry_run = true;
         r.steps[0].executed = false;

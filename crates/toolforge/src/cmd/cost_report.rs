@@ -1,6 +1,8 @@
 //! `toolforge cost-report`: the daily spend table, read from the agent's trace file (JSON Lines,
-//! one `TraceRecord` per tool call, schema "1"). The file is streamed line by line: trace files
-//! grow without bound. Damaged lines are skipped and counted, never fatal.
+//! schema "1": one `TraceRecord` per tool call, and one per model call that asked for no tool,
+//! so the costs add up to everything the provider billed). The file is streamed line by line:
+//! trace files grow without bound. Damaged lines are skipped, counted and named by line number,
+//! never fatal.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead as _;
@@ -10,8 +12,8 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime, UtcOffset};
-use toolforge_agent::TraceRecord;
 use toolforge_agent::trace::SCHEMA_VERSION;
+use toolforge_agent::{RecordKind, TraceRecord};
 
 /// Where the agent writes traces when neither `--trace` nor `TRACE_SINK` says otherwise.
 const DEFAULT_TRACE: &str = "logs/traces.jsonl";
@@ -48,7 +50,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .context("the trace reader stopped")??
     };
     if report.skipped_lines > 0 {
-        eprintln!("skipped {} malformed line(s)", report.skipped_lines);
+        let numbers: Vec<String> = report
+            .skipped_line_numbers
+            .iter()
+            .map(u64::to_string)
+            .collect();
+        let more = if report.skipped_lines > report.skipped_line_numbers.len() as u64 {
+            ", …"
+        } else {
+            ""
+        };
+        eprintln!(
+            "skipped {} malformed line(s) of {} (line {}{more}): not counted in the totals",
+            report.skipped_lines,
+            path.display(),
+            numbers.join(", ")
+        );
     }
     if report.unknown_schema_lines > 0 {
         eprintln!(
@@ -88,7 +105,10 @@ struct Filter {
 struct Figures {
     /// Distinct `session_id`s.
     sessions: u64,
+    /// Tool calls.
     calls: u64,
+    /// Model calls that asked for no tool (their cost is not in any tool call's).
+    model_calls: u64,
     executed: u64,
     dry_run: u64,
     /// `success: false`.
@@ -101,10 +121,14 @@ struct Figures {
 
 impl Figures {
     fn add(&mut self, r: &TraceRecord) {
-        self.calls += 1;
-        self.executed += u64::from(r.executed);
-        self.dry_run += u64::from(r.dry_run);
-        self.failed += u64::from(!r.success);
+        if r.kind == RecordKind::ModelCall {
+            self.model_calls += 1;
+        } else {
+            self.calls += 1;
+            self.executed += u64::from(r.executed);
+            self.dry_run += u64::from(r.dry_run);
+            self.failed += u64::from(!r.success);
+        }
         self.tokens_in = self.tokens_in.saturating_add(r.tokens_in);
         self.tokens_out = self.tokens_out.saturating_add(r.tokens_out);
         self.cost_usd += r.cost_usd;
@@ -127,9 +151,14 @@ struct Report {
     total: Figures,
     /// Bad JSON, missing or mistyped fields, a bad timestamp, a partial last line.
     skipped_lines: u64,
+    /// The first [`MAX_NAMED_LINES`] of them, 1-based.
+    skipped_line_numbers: Vec<u64>,
     /// Well-formed lines whose `schema_version` this build does not read.
     unknown_schema_lines: u64,
 }
+
+/// Most skipped lines named by number.
+const MAX_NAMED_LINES: usize = 10;
 
 /// One line of the trace file.
 enum Line {
@@ -184,11 +213,14 @@ where
     let mut days: BTreeMap<Date, Acc> = BTreeMap::new();
     let mut all_sessions: HashSet<String> = HashSet::new();
     let mut report = Report::default();
-    for line in lines {
+    for (number, line) in (1u64..).zip(lines) {
         let (record, date) = match parse_line(line.as_ref()) {
             Line::Blank => continue,
             Line::Malformed => {
                 report.skipped_lines += 1;
+                if report.skipped_line_numbers.len() < MAX_NAMED_LINES {
+                    report.skipped_line_numbers.push(number);
+                }
                 continue;
             }
             Line::UnknownSchema => {
@@ -216,6 +248,7 @@ where
         figures.sessions = acc.sessions.len() as u64;
         let t = &mut report.total;
         t.calls += figures.calls;
+        t.model_calls += figures.model_calls;
         t.executed += figures.executed;
         t.dry_run += figures.dry_run;
         t.failed += figures.failed;
@@ -271,10 +304,11 @@ fn format_cost(usd: f64) -> String {
 
 /// Header, one row per day (ascending), a TOTAL row; columns aligned, numbers to the right.
 fn render_table(report: &Report) -> String {
-    const HEADER: [&str; 9] = [
+    const HEADER: [&str; 10] = [
         "date",
         "sessions",
         "calls",
+        "model-only",
         "executed",
         "dry-run",
         "failed",
@@ -282,11 +316,12 @@ fn render_table(report: &Report) -> String {
         "tokens out",
         "cost USD",
     ];
-    let cells = |label: String, f: &Figures| -> [String; 9] {
+    let cells = |label: String, f: &Figures| -> [String; 10] {
         [
             label,
             f.sessions.to_string(),
             f.calls.to_string(),
+            f.model_calls.to_string(),
             f.executed.to_string(),
             f.dry_run.to_string(),
             f.failed.to_string(),
@@ -295,7 +330,7 @@ fn render_table(report: &Report) -> String {
             format_cost(f.cost_usd),
         ]
     };
-    let mut rows: Vec<[String; 9]> = vec![HEADER.map(str::to_owned)];
+    let mut rows: Vec<[String; 10]> = vec![HEADER.map(str::to_owned)];
     rows.extend(
         report
             .days
@@ -303,7 +338,7 @@ fn render_table(report: &Report) -> String {
             .map(|d| cells(d.date.to_string(), &d.figures)),
     );
     rows.push(cells("TOTAL".to_owned(), &report.total));
-    let mut widths = [0usize; 9];
+    let mut widths = [0usize; 10];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -339,6 +374,7 @@ fn figures_json(f: &Figures) -> serde_json::Map<String, Value> {
     let Value::Object(map) = json!({
         "sessions": f.sessions,
         "calls": f.calls,
+        "model_calls": f.model_calls,
         "executed": f.executed,
         "dry_run": f.dry_run,
         "failed": f.failed,
@@ -366,6 +402,7 @@ fn render_json(report: &Report) -> Value {
         "days": days,
         "total": figures_json(&report.total),
         "skipped_lines": report.skipped_lines,
+        "skipped_line_numbers": report.skipped_line_numbers,
         "unknown_schema_lines": report.unknown_schema_lines,
     })
 }
@@ -378,6 +415,7 @@ mod tests {
     fn record(timestamp: &str, session: &str) -> TraceRecord {
         TraceRecord {
             schema_version: SCHEMA_VERSION.to_owned(),
+            kind: RecordKind::ToolCall,
             timestamp: timestamp.to_owned(),
             session_id: session.to_owned(),
             step: 1,
@@ -518,6 +556,7 @@ mod tests {
         ];
         let report = aggregate(&lines, all());
         assert_eq!(report.skipped_lines, 6, "blank lines are not counted");
+        assert_eq!(report.skipped_line_numbers, [2, 3, 4, 5, 6, 9]);
         assert_eq!(report.unknown_schema_lines, 0);
         assert_eq!(report.total.calls, 1);
     }
@@ -585,6 +624,7 @@ mod tests {
         for d in &report.days {
             let f = &d.figures;
             sum.calls += f.calls;
+            sum.model_calls += f.model_calls;
             sum.executed += f.executed;
             sum.dry_run += f.dry_run;
             sum.failed += f.failed;
@@ -638,7 +678,7 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "TOTAL", "2", "2", "2", "0", "0", "1234667", "20", "$12.3467"
+                "TOTAL", "2", "2", "0", "2", "0", "0", "1234667", "20", "$12.3467"
             ]
         );
     }
@@ -654,18 +694,41 @@ mod tests {
             out,
             json!({
                 "days": [{
-                    "date": "2026-05-14", "sessions": 1, "calls": 1, "executed": 1,
-                    "dry_run": 0, "failed": 0, "tokens_in": 100, "tokens_out": 10,
-                    "cost_usd": 0.001,
+                    "date": "2026-05-14", "sessions": 1, "calls": 1, "model_calls": 0,
+                    "executed": 1, "dry_run": 0, "failed": 0, "tokens_in": 100,
+                    "tokens_out": 10, "cost_usd": 0.001,
                 }],
                 "total": {
-                    "sessions": 1, "calls": 1, "executed": 1, "dry_run": 0, "failed": 0,
-                    "tokens_in": 100, "tokens_out": 10, "cost_usd": 0.001,
+                    "sessions": 1, "calls": 1, "model_calls": 0, "executed": 1, "dry_run": 0,
+                    "failed": 0, "tokens_in": 100, "tokens_out": 10, "cost_usd": 0.001,
                 },
                 "skipped_lines": 1,
+                "skipped_line_numbers": [2],
                 "unknown_schema_lines": 0,
             })
         );
+    }
+
+    #[test]
+    fn model_calls_count_apart_from_tool_calls_and_their_cost_is_in_the_total() {
+        let mut answer = record("2026-05-14T10:00:01.000Z", "a");
+        answer.kind = RecordKind::ModelCall;
+        answer.server = None;
+        answer.tool = String::new();
+        answer.executed = false;
+        answer.cost_usd = 0.002;
+        let lines = [
+            line(&record("2026-05-14T10:00:00.000Z", "a")),
+            line(&answer),
+        ];
+        let report = aggregate(&lines, all());
+        let t = &report.total;
+        assert_eq!(
+            (t.calls, t.model_calls, t.executed, t.dry_run),
+            (1, 1, 1, 0)
+        );
+        assert!((t.cost_usd - 0.003).abs() < 1e-12);
+        assert_eq!(render_json(&report)["total"]["cost_usd"], json!(0.003));
     }
 
     #[test]

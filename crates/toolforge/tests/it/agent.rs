@@ -24,6 +24,14 @@ fn key_facts() -> Value {
            "exceeds_threshold": false, "num_completed_orders": 3})
 }
 
+/// Trace records of tool calls only (model-call records carry `"kind": "model_call"`).
+fn tool_traces(dir: &std::path::Path) -> Vec<Value> {
+    traces(dir)
+        .into_iter()
+        .filter(|r| r["kind"] == "tool_call")
+        .collect()
+}
+
 fn traces(dir: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("logs/traces.jsonl"))
         .unwrap_or_default()
@@ -43,6 +51,9 @@ async fn chat_cli(dir: &std::path::Path, args: &[&str]) -> (i32, String, String)
             .env_remove("LLM_PROVIDER")
             .env_remove("MCP_SERVERS_CONFIG")
             .env_remove("REDIS_URL")
+            .env_remove("CATALOG_CACHE_BACKEND")
+            .env_remove("CATALOG_CACHE_PATH")
+            .env("XDG_CACHE_HOME", dir.join(".cache"))
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output(),
@@ -84,7 +95,15 @@ async fn chat_cli_carries_the_reference_task_and_traces_it() {
     assert!(r["cost_usd"].as_f64().unwrap() > 0.0);
     assert!(r["cost_usd"].as_f64().unwrap() <= 0.10);
 
-    let t = traces(dir.path());
+    let all = traces(dir.path());
+    assert_eq!(all.len(), 4, "one tool call and one answer per run");
+    let billed: f64 = all
+        .iter()
+        .filter(|t| t["session_id"] == r["session_id"])
+        .map(|t| t["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!((billed - r["cost_usd"].as_f64().unwrap()).abs() < 1e-8);
+    let t = tool_traces(dir.path());
     assert_eq!(t.len(), 2, "one traced call per run");
     assert_eq!(t[1]["session_id"], r["session_id"]);
     assert_eq!(t[1]["executed"], true);
@@ -100,19 +119,40 @@ async fn chat_cli_carries_the_reference_task_and_traces_it() {
 async fn chat_cli_dry_run_plans_without_executing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mcp.servers.json"), toolkit().to_string()).unwrap();
-    let (code, stdout, stderr) = chat_cli(dir.path(), &[TASK, "--dry-run", "--json"]).await;
+    // Nothing cached yet: listing must be allowed for the plan to have tools.
+    let (code, stdout, stderr) = chat_cli(
+        dir.path(),
+        &[TASK, "--dry-run", "--allow-listing", "--json"],
+    )
+    .await;
     assert_eq!(code, 0, "{stderr}");
     let r: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(r["dry_run"], true);
+    // It says what it would do, and claims no result.
+    let answer = r["response"].as_str().unwrap();
+    assert!(
+        answer.starts_with("Dry run: I would look up Alice Nguyen's orders"),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("$334") && !answer.contains("$0.00"),
+        "{answer}"
+    );
+    assert_eq!(r["key_facts"]["executed"], false);
     let step = &r["steps"][0];
     assert_eq!(step["executed"], false);
     assert_eq!(step["dry_run"], true);
     assert_eq!(step["server"], "toolkit");
     assert_eq!(step["selection_rule"], "single-candidate");
-    let t = traces(dir.path());
+    let t = tool_traces(dir.path());
     assert_eq!(t.len(), 1);
     assert_eq!(t[0]["executed"], false);
     assert_eq!(t[0]["dry_run"], true);
+    assert_eq!(
+        traces(dir.path()).len(),
+        2,
+        "the planned call and the answer"
+    );
 }
 
 #[tokio::test]
@@ -322,14 +362,24 @@ async fn http_api_chat_stream_agent_run_and_openapi() {
             .is_some()
     );
 
+    // /health shows the trace writer: nothing lost.
+    let health = served.get("/health").await;
+    assert_eq!(health["trace"]["lost_records"], 0, "{health}");
+    assert_eq!(health["trace"]["failing"], false, "{health}");
+
     // Every executed call was traced by the one writer, as whole lines.
-    let t = traces(served.dir.path());
+    let t = tool_traces(served.dir.path());
     assert_eq!(
         t.len(),
         4,
         "chat, chat (dry run), stream, agent/run: one call each"
     );
     assert_eq!(t.iter().filter(|r| r["dry_run"] == true).count(), 1);
+    assert_eq!(
+        traces(served.dir.path()).len(),
+        8,
+        "and one model call with the answer each"
+    );
 }
 
 #[tokio::test]

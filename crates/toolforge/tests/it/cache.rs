@@ -74,8 +74,8 @@ async fn a_warm_sqlite_cache_lets_dry_run_plan_without_starting_servers() {
     )
     .unwrap();
 
-    // Empty cache: the dry run may list the tools once to fill it.
-    let r = chat(dir.path(), &["--dry-run"]).await;
+    // Empty cache: a dry run allowed to list lists the tools once, filling it.
+    let r = chat(dir.path(), &["--dry-run", "--allow-listing"]).await;
     assert_eq!(r["steps"][0]["server"], "toolkit");
     assert_eq!(starts(dir.path()), 1);
 

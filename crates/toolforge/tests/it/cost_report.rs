@@ -132,8 +132,19 @@ fn table_rows_and_total() {
     assert_eq!(
         fields(rows[0]),
         [
-            "date", "sessions", "calls", "executed", "dry-run", "failed", "tokens", "in", "tokens",
-            "out", "cost", "USD"
+            "date",
+            "sessions",
+            "calls",
+            "model-only",
+            "executed",
+            "dry-run",
+            "failed",
+            "tokens",
+            "in",
+            "tokens",
+            "out",
+            "cost",
+            "USD"
         ]
     );
     assert_eq!(
@@ -142,6 +153,7 @@ fn table_rows_and_total() {
             "2026-05-14",
             "2",
             "3",
+            "0",
             "2",
             "1",
             "1",
@@ -156,6 +168,7 @@ fn table_rows_and_total() {
             "2026-05-15",
             "2",
             "2",
+            "0",
             "2",
             "0",
             "0",
@@ -166,7 +179,9 @@ fn table_rows_and_total() {
     );
     assert_eq!(
         fields(rows[3]),
-        ["TOTAL", "3", "5", "4", "1", "1", "3900", "660", "$0.0430"]
+        [
+            "TOTAL", "3", "5", "0", "4", "1", "1", "3900", "660", "$0.0430"
+        ]
     );
     assert!(
         rows.iter().all(|r| r.len() == rows[0].len()),
@@ -174,6 +189,7 @@ fn table_rows_and_total() {
     );
     let err = stderr(&out);
     assert!(err.contains("skipped 2 malformed line(s)"), "{err}");
+    assert!(err.contains("(line 3, 8)"), "{err}");
     assert!(err.contains("unknown schema_version"), "{err}");
 }
 
@@ -189,21 +205,22 @@ fn json_figures() {
         json!({
             "days": [
                 {
-                    "date": "2026-05-14", "sessions": 2, "calls": 3, "executed": 2,
+                    "date": "2026-05-14", "sessions": 2, "calls": 3, "model_calls": 0, "executed": 2,
                     "dry_run": 1, "failed": 1, "tokens_in": 1800, "tokens_out": 250,
                     "cost_usd": 0.0173,
                 },
                 {
-                    "date": "2026-05-15", "sessions": 2, "calls": 2, "executed": 2,
+                    "date": "2026-05-15", "sessions": 2, "calls": 2, "model_calls": 0, "executed": 2,
                     "dry_run": 0, "failed": 0, "tokens_in": 2100, "tokens_out": 410,
                     "cost_usd": 0.0257,
                 },
             ],
             "total": {
-                "sessions": 3, "calls": 5, "executed": 4, "dry_run": 1, "failed": 1,
+                "sessions": 3, "calls": 5, "model_calls": 0, "executed": 4, "dry_run": 1, "failed": 1,
                 "tokens_in": 3900, "tokens_out": 660, "cost_usd": 0.043,
             },
             "skipped_lines": 2,
+            "skipped_line_numbers": [3, 8],
             "unknown_schema_lines": 1,
         })
     );
@@ -311,4 +328,52 @@ fn empty_selection_says_so() {
     assert!(text.starts_with("no trace records ("), "{text}");
     assert!(text.contains("traces.jsonl"), "{text}");
     assert!(text.contains("since 2027-01-01"), "{text}");
+}
+
+/// The accounting promise end to end: runs that answer, halt and dry-run, and the report's total
+/// equals the sum of the responses' `cost_usd`.
+#[test]
+fn the_report_total_is_what_the_runs_billed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = json!({"mcpServers": {"toolkit": {"command": "toolforge", "args": ["server", "toolkit", "--stdio"]}}});
+    std::fs::write(dir.path().join("mcp.servers.json"), config.to_string()).unwrap();
+    let task =
+        "Look up customer Alice Nguyen's orders, sum their total, and tell me if it exceeds $500.";
+    let mut billed = 0.0;
+    for (args, ceiling) in [
+        (vec![task], "0.10"),
+        (vec![task, "--dry-run", "--allow-listing"], "0.10"),
+        (vec!["say hello"], "0.10"),
+        // Halts at the ceiling after its first call.
+        (vec![task], "0.0075"),
+    ] {
+        let out = Command::new(bin())
+            .arg("chat")
+            .args(&args)
+            .arg("--json")
+            .current_dir(dir.path())
+            .env_remove("TRACE_SINK")
+            .env_remove("LLM_PROVIDER")
+            .env_remove("CATALOG_CACHE_BACKEND")
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+            .env("COST_CEILING_USD", ceiling)
+            .output()
+            .unwrap();
+        let r: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        billed += r["cost_usd"].as_f64().unwrap();
+    }
+    assert!(billed > 0.0);
+    let out = cost_report(dir.path(), &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = report["total"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (total - billed).abs() < 0.000_005,
+        "the report says ${total}, the runs billed ${billed}"
+    );
+    assert!(
+        report["total"]["model_calls"].as_u64().unwrap() >= 3,
+        "{report}"
+    );
 }

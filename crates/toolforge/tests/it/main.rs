@@ -6,6 +6,7 @@ mod agent;
 mod cache;
 mod client;
 mod cost_report;
+mod dry_run;
 mod evals;
 mod faults;
 mod http_backend;
@@ -97,6 +98,7 @@ impl Served {
             .env_remove("LLM_PROVIDER")
             .env_remove("REDIS_URL")
             .env_remove("CATALOG_CACHE_BACKEND")
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
