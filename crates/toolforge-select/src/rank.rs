@@ -369,6 +369,9 @@ pub struct Servers<'a> {
     pub vectors: Option<&'a [Vec<f32>]>,
 }
 
+/// The vectors [`hybrid_scores`] takes: (the documents', the query's then its parts').
+pub type Vectors<'a> = (&'a [Vec<f32>], &'a [Vec<f32>]);
+
 /// Share of a document's server's score added to the document's own in [`hybrid_scores`].
 /// On LiveMCPBench (70 servers with descriptions) 1.0 lifts recall@1 .146 → .189 and recall@5
 /// .463 → .485; 0.5 and 1.5 do worse (docs/retrieval.md). With one server it changes nothing.
@@ -385,12 +388,12 @@ pub const SERVER_WEIGHT: f32 = 1.0;
 pub fn hybrid_scores(
     index: &Bm25Index,
     query: &str,
-    vectors: Option<(&[Vec<f32>], &[Vec<f32>])>,
+    vectors: Option<Vectors<'_>>,
     servers: Option<&Servers<'_>>,
 ) -> Vec<f32> {
     let parts = query_parts(query);
     let dense = vectors.filter(|(docs, q)| docs.len() == index.len() && q.len() == parts.len() + 1);
-    let servers = servers.filter(|s| s.of_doc.len() == index.len() && s.index.len() > 0);
+    let servers = servers.filter(|s| s.of_doc.len() == index.len() && !s.index.is_empty());
     let score = |text: &str, i: usize| {
         let own = match dense {
             Some((docs, q)) => fuse(&index.scores(text), &dense_scores(&q[i], docs)),

@@ -232,8 +232,8 @@ impl Selection {
         let mut positions = HashMap::new();
         let mut tools = Vec::new();
         for tool in catalog.tools() {
-            if !positions.contains_key(&tool.id()) {
-                positions.insert(tool.id(), tools.len());
+            if let std::collections::hash_map::Entry::Vacant(slot) = positions.entry(tool.id()) {
+                slot.insert(tools.len());
                 tools.push(Arc::new(tool.clone()));
             }
         }
