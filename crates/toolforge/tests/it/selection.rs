@@ -228,3 +228,35 @@ async fn chat_applies_the_configured_rules_and_says_what_it_left_out() {
         "{err}"
     );
 }
+
+/// `GET /tools` marks a search that matched nothing (the full visible set is listed), and a
+/// part of a word matches (seed 001's case-insensitive CONTAINS).
+#[tokio::test]
+async fn get_tools_marks_a_search_that_matched_nothing() {
+    let served = Served::start(&json!({"mcpServers": {"toolkit": {
+        "command": "toolforge", "args": ["server", "toolkit", "--stdio"]}}}))
+    .await;
+    served.wait_health(60, |h| h["status"] == "ok").await;
+    let get = |q: &'static str| {
+        let url = format!("{}/tools?q={q}", served.base);
+        async move { reqwest::get(url).await.unwrap() }
+    };
+    let all = get("zzqx").await;
+    assert_eq!(
+        all.headers()["x-toolforge-query-matched"],
+        "false",
+        "no match falls back to everything and says so"
+    );
+    let all: Value = all.json().await.unwrap();
+    let some = get("PYTH").await;
+    assert_eq!(some.headers()["x-toolforge-query-matched"], "true");
+    let some: Value = some.json().await.unwrap();
+    let names: Vec<&str> = some
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"run_python"), "{names:?}");
+    assert!(names.len() < all.as_array().unwrap().len());
+}
