@@ -5,7 +5,7 @@
 //! run sends a byte-identical prefix (tools, then system prompt) and steps 2..n hit the prompt
 //! cache.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,14 +13,16 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolforge_llm::embed::HashingEmbedder;
+use toolforge_llm::embed::{Embedder, HashingEmbedder};
 use toolforge_llm::{
     Content, InputBound, Message, Model, ModelRequest, ModelResponse, PriceTable, Role, StopReason,
     ToolSpec, Usage,
 };
-use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
-use toolforge_select::rank::{self, Bm25Index, Document};
-use toolforge_select::{Catalog, Namespace, Presentation, Resolved, ServerEntry, ToolId};
+use toolforge_select::broker::Rules;
+use toolforge_select::{
+    Call, Catalog, Limits, Namespace, OfferRequest, Presentation, Resolved, Selection, ServerEntry,
+    ToolId,
+};
 
 use crate::backend::{ToolBackend, ToolOutput};
 use crate::cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
@@ -70,6 +72,8 @@ pub struct AgentConfig {
     pub max_tokens: u32,
     /// Most tools shown to the model; larger catalogs are ranked against the request.
     pub max_tools: usize,
+    /// The broker's rules (seed 004), applied with the intent of each request's message.
+    pub rules: Rules,
     pub namespace: Namespace,
     /// Prompt-cache breakpoints (on by default).
     pub cache: bool,
@@ -87,7 +91,8 @@ impl Default for AgentConfig {
             ceiling_usd: DEFAULT_CEILING_USD,
             max_steps: 8,
             max_tokens: 1024,
-            max_tools: 32,
+            max_tools: toolforge_select::selection::DEFAULT_MAX_TOOLS,
+            rules: Rules::default(),
             namespace: Namespace::Auto,
             cache: true,
             trace_verbose: false,
@@ -209,7 +214,11 @@ pub struct Agent {
     sessions: Arc<dyn SessionStore>,
     traces: TraceSink,
     config: AgentConfig,
-    embedder: HashingEmbedder,
+    /// `EMBEDDER_BACKEND`'s embedder: ranking and `cosine-similarity` (the hashing embedder
+    /// decides `cosine-similarity` when none is configured; ranking is then BM25 alone).
+    embedder: Option<Arc<dyn Embedder>>,
+    /// The selection of the last catalog seen (rebuilt when the catalog changes).
+    selection: tokio::sync::Mutex<Option<Arc<Selection>>>,
     metrics: Option<crate::metrics::Metrics>,
 }
 
@@ -295,9 +304,17 @@ impl Agent {
             sessions,
             traces,
             config,
-            embedder: HashingEmbedder::default(),
+            embedder: None,
+            selection: tokio::sync::Mutex::new(None),
             metrics: None,
         }
+    }
+
+    /// Ranks tools and decides `cosine-similarity` with `embedder` (`EMBEDDER_BACKEND`).
+    #[must_use]
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
     }
 
     /// Records every finished run in `metrics` (OpenTelemetry).
@@ -348,50 +365,81 @@ impl Agent {
         }
     }
 
-    /// The broker stage: the exposed tools shown to the model for `message`, in presentation
-    /// order, and why. Small catalogs are shown whole; larger ones keep the `max_tools` best by
-    /// hybrid ranking (BM25 and the hashing embedder) over name, description and parameters.
-    fn broker(&self, presentation: &Presentation, message: &str) -> (Vec<usize>, String) {
-        let tools = presentation.tools();
-        let max = self.config.max_tools.max(1);
-        if tools.len() <= max {
-            return (
-                (0..tools.len()).collect(),
-                format!(
-                    "all {} visible tools (at most {max} are shown)",
-                    tools.len()
-                ),
-            );
+    /// The embedder of `cosine-similarity`: the configured one, else the hashing embedder.
+    fn route_embedder(&self) -> Arc<dyn Embedder> {
+        self.embedder
+            .clone()
+            .unwrap_or_else(|| Arc::new(HashingEmbedder::default()))
+    }
+
+    /// The selection for `catalog`: the cached one while the catalog is unchanged, else built
+    /// (and its tools embedded) once. An embedder that fails leaves ranking to BM25 and
+    /// `cosine-similarity` abstaining, with a warning.
+    async fn selection(&self, catalog: Catalog) -> Arc<Selection> {
+        let mut cached = self.selection.lock().await;
+        if let Some(s) = cached.as_ref()
+            && s.catalog() == &catalog
+        {
+            return Arc::clone(s);
         }
-        let docs: Vec<Document> = tools
-            .iter()
-            .map(|t| Document {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                tags: Vec::new(),
-                params: t
-                    .input_schema
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default(),
-            })
-            .collect();
-        let lexical = Bm25Index::new(&docs).scores(message);
-        let query = self.embedder.embed_one(message);
-        let dense: Vec<f32> = docs
-            .iter()
-            .map(|d| rank::dot(&query, &self.embedder.embed_one(&rank::embedding_text(d))))
-            .collect();
-        let mut chosen = rank::top_k(&rank::fuse(&lexical, &dense), max);
-        chosen.sort_unstable();
-        (
-            chosen,
-            format!(
-                "{max} of {} visible tools, ranked against the request (BM25 + hashing embedder)",
-                tools.len()
-            ),
-        )
+        let limits = Limits {
+            max_tools: self.config.max_tools,
+            ..Limits::default()
+        };
+        let mut selection = Selection::new(catalog, self.config.rules.clone(), limits);
+        if let Some(embedder) = &self.embedder {
+            match embedder.embed(&selection.rank_texts()).await {
+                Ok(vectors) => selection = selection.with_rank_vectors(vectors),
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedding the tools failed: ranking with BM25 alone")
+                }
+            }
+        }
+        let (ids, texts): (Vec<ToolId>, Vec<String>) = selection.route_texts().into_iter().unzip();
+        if !texts.is_empty() {
+            match self.route_embedder().embed(&texts).await {
+                Ok(vectors) => {
+                    selection =
+                        selection.with_route_vectors(ids.into_iter().zip(vectors).collect());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedding the overlap groups failed: cosine-similarity abstains")
+                }
+            }
+        }
+        let selection = Arc::new(selection);
+        *cached = Some(Arc::clone(&selection));
+        selection
+    }
+
+    /// Vectors of the request for ranking (`None` without a configured embedder) and for
+    /// `cosine-similarity`.
+    async fn request_vectors(
+        &self,
+        selection: &Selection,
+        message: &str,
+    ) -> (Option<Vec<Vec<f32>>>, Option<Vec<f32>>) {
+        let texts = Selection::query_texts(message);
+        let rank = match &self.embedder {
+            Some(e) if selection.ranks_with_vectors() => match e.embed(&texts).await {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedding the request failed: ranking with BM25 alone");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let route = match (&self.embedder, &rank) {
+            (Some(_), Some(v)) => v.first().cloned(),
+            _ => self
+                .route_embedder()
+                .embed(&texts[..1])
+                .await
+                .ok()
+                .and_then(|mut v| v.pop()),
+        };
+        (rank, route)
     }
 
     /// Runs one request to its end. Events go to `events` when given.
@@ -425,11 +473,26 @@ impl Agent {
         let visible = self.visible_catalog(&request);
         let full = Presentation::new(&visible, self.config.namespace);
         let available_tools: Vec<String> = full.tools().iter().map(|t| t.name.clone()).collect();
-        let (chosen, rationale) = self.broker(&full, &request.message);
-        let chosen_ids: HashSet<ToolId> = chosen
-            .iter()
-            .flat_map(|&i| full.tools()[i].members.iter().cloned())
-            .collect();
+        let selection = self.selection(self.backend.catalog()).await;
+        let (query_vectors, prompt_vector) =
+            self.request_vectors(&selection, &request.message).await;
+        let visible_ids: HashSet<ToolId> = visible.tools().map(|t| t.id()).collect();
+        let offer = selection.offer(&OfferRequest {
+            message: &request.message,
+            intent: None,
+            visible: Some(&visible_ids),
+            query_vectors: query_vectors.as_deref(),
+        });
+        let rationale = offer.summary();
+        if !offer.left_out.is_empty() {
+            tracing::info!(
+                session_id = %session_id,
+                offered = offer.tools.len(),
+                left_out = offer.left_out.len(),
+                "{rationale}"
+            );
+        }
+        let chosen_ids: HashSet<ToolId> = offer.ids().into_iter().collect();
         let subset = Catalog {
             servers: visible
                 .servers
@@ -528,10 +591,7 @@ impl Agent {
         }
 
         let mut guard = CostGuard::new(self.config.ceiling_usd, price);
-        let embed = |t: &str| self.embedder.embed_one(t);
-        let mut grader = Grader::new(&subset, &embed);
         let mut history = self.sessions.history(&session_id).await;
-        let mut validators: HashMap<ToolId, Option<jsonschema::Validator>> = HashMap::new();
         let mut rejected_once: HashSet<String> = HashSet::new();
         let mut messages = request.prior.clone();
         messages.push(Message::user(request.message.clone()));
@@ -639,9 +699,8 @@ impl Agent {
             for (_, name, input) in &uses {
                 planned.push(self.route(
                     &presentation,
-                    &subset,
-                    &mut grader,
-                    &mut validators,
+                    &selection,
+                    prompt_vector.as_deref(),
                     &request.message,
                     &history,
                     name,
@@ -828,9 +887,8 @@ impl Agent {
     fn route(
         &self,
         presentation: &Presentation,
-        subset: &Catalog,
-        grader: &mut Grader<'_>,
-        validators: &mut HashMap<ToolId, Option<jsonschema::Validator>>,
+        selection: &Selection,
+        prompt_vector: Option<&[f32]>,
         prompt: &str,
         history: &[ToolId],
         name: &str,
@@ -840,61 +898,26 @@ impl Agent {
             None => return Planned::Unknown,
             Some(Resolved::Direct(id)) => (id, "single-candidate".to_owned(), Vec::new()),
             Some(Resolved::Group(group)) => {
-                let first = &group.members[0];
-                let case = Case {
-                    id: String::new(),
-                    prompt: prompt.to_owned(),
-                    tool_call: ToolCall {
-                        server: first.server.clone(),
-                        tool: first.name.clone(),
-                        arguments: input.clone(),
-                    },
-                    session: history
-                        .iter()
-                        .map(|h| SessionCall {
-                            server: h.server.clone(),
-                            tool: h.name.clone(),
-                        })
-                        .collect(),
-                    expected: Expected {
-                        server: String::new(),
-                        tool: String::new(),
-                        selection_rule: String::new(),
-                        alternatives: Vec::new(),
-                    },
+                let call = Call {
+                    candidates: &group.members,
+                    prompt,
+                    arguments: input,
+                    session: history,
+                    prompt_vector,
                 };
-                match grader.decide(&case) {
+                match selection.route(&call) {
                     Some(d) => (d.chosen, d.rule.to_owned(), d.alternatives),
                     None => return Planned::Unknown,
                 }
             }
         };
-        let validator = validators.entry(id.clone()).or_insert_with(|| {
-            subset
-                .get(&id)
-                .and_then(|t| jsonschema::validator_for(&t.input_schema).ok())
-        });
-        if let Some(v) = validator {
-            let errors: Vec<String> = v
-                .iter_errors(input)
-                .take(3)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{at}: {e}")
-                    }
-                })
-                .collect();
-            if !errors.is_empty() {
-                return Planned::Invalid {
-                    id,
-                    rule,
-                    alternatives,
-                    message: errors.join("; "),
-                };
-            }
+        if let Some(message) = selection.argument_errors(&id, input) {
+            return Planned::Invalid {
+                id,
+                rule,
+                alternatives,
+                message,
+            };
         }
         Planned::Run {
             id,

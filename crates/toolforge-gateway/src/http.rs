@@ -113,7 +113,11 @@ pub fn tool_rows(shared: &Shared) -> Vec<ToolRow> {
 /// request's query and `x-mcp-*` headers).
 #[must_use]
 pub fn tool_rows_for(shared: &Shared, request: &RequestChannels) -> Vec<ToolRow> {
-    let scope = shared.scope(request);
+    tool_rows_in(shared, &shared.scope(request))
+}
+
+/// [`tool_rows`] as `scope` sees them.
+fn tool_rows_in(shared: &Shared, scope: &crate::visible::Scope) -> Vec<ToolRow> {
     let presentation = shared.presentation();
     let mut rows = Vec::new();
     for exposed in presentation.tools() {
@@ -159,17 +163,23 @@ pub fn health(shared: &Shared) -> Health {
     }
 }
 
+/// Response header of `GET /tools` set to `false` when the request's search query matched
+/// nothing, so the full visible set was listed instead (seed 001's fallback).
+pub const QUERY_MATCHED_HEADER: &str = "x-toolforge-query-matched";
+
 async fn tools_route(
     State(shared): State<Arc<Shared>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
-) -> Json<Vec<ToolRow>> {
+) -> Response {
     // As `tools/list`: servers still starting get a moment before the answer.
     shared.pool.settled(crate::mcp::START_GRACE).await;
-    Json(tool_rows_for(
-        &shared,
-        &RequestChannels::from_http(&uri, &headers),
-    ))
+    let scope = shared.scope(&RequestChannels::from_http(&uri, &headers));
+    let rows = Json(tool_rows_in(&shared, &scope));
+    match scope.query_matched() {
+        Some(matched) => ([(QUERY_MATCHED_HEADER, matched.to_string())], rows).into_response(),
+        None => rows.into_response(),
+    }
 }
 
 async fn not_found(req: Request) -> ApiError {

@@ -293,6 +293,13 @@ impl Scope {
         self.verdicts.as_ref().is_none_or(|v| v.shows(position))
     }
 
+    /// `None` without a search query; `Some(false)` when the query matched nothing and every
+    /// tool the other filters allow is shown (the seed's fallback, to be marked in answers).
+    #[must_use]
+    pub fn query_matched(&self) -> Option<bool> {
+        self.verdicts.as_ref().and_then(|v| v.query_matched)
+    }
+
     /// The visible tool with this id.
     #[must_use]
     pub fn get(&self, id: &ToolId) -> Option<&Tool> {
@@ -773,7 +780,17 @@ mod tests {
                 assert_eq!(scope.get(&tool.id()).is_some(), visible.allows(&tool.id()));
             }
             assert_eq!(scope.catalog(), visible.catalog(&catalog), "{request:?}");
+            assert_eq!(scope.query_matched(), visible.query_matched, "{request:?}");
         }
+        let nothing = RequestChannels {
+            query: pairs(&[("q", "zzqx")]),
+            headers: Vec::new(),
+        };
+        assert_eq!(
+            config.scope(prepared.clone(), &nothing).query_matched(),
+            Some(false),
+            "a query that matches nothing falls back to the full set and says so"
+        );
         let scope = config.scope(prepared, &requests[0]);
         assert!(
             !scope.allows(&ToolId::new("git", "git_push")),

@@ -391,6 +391,7 @@ fn best_tool<'t>(tools: &'t [ToolSpec], text: &str) -> Option<&'t ToolSpec> {
                 .and_then(Value::as_object)
                 .map(|m| m.keys().cloned().collect())
                 .unwrap_or_default(),
+            ..Document::default()
         })
         .collect();
     let index = Bm25Index::new(&docs);

@@ -92,6 +92,7 @@ fn docs() -> Vec<Document> {
             description: (0..14).map(|_| w.next()).collect::<Vec<_>>().join(" "),
             tags: vec![w.next().to_owned()],
             params: vec![w.next().to_owned(), format!("{}Id", w.next())],
+            server_description: String::new(),
         })
         .collect()
 }

@@ -10,8 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::broker::Rules;
 use crate::catalog::{Catalog, ToolId};
 use crate::overlap::overlap_groups;
+use crate::selection::{Call, Limits, Selection};
 use crate::selector::{Candidate, Context, Decision, select};
 
 /// One labelled case.
@@ -117,8 +119,9 @@ pub struct Report {
     pub cases: Vec<CaseResult>,
 }
 
-/// Decides cases against one catalog, building each tool's validator and description
-/// embedding once.
+/// Decides one case at a time against a catalog, building each tool's validator and
+/// description embedding on first use. Kept for callers that route with a `Case` (the
+/// gateway's `mcp.rs` today); new code routes with [`Selection::route`], which [`grade`] uses.
 pub struct Grader<'c> {
     catalog: &'c Catalog,
     embed: &'c (dyn Fn(&str) -> Vec<f32> + Sync),
@@ -207,18 +210,34 @@ impl<'c> Grader<'c> {
     }
 }
 
-/// Grades `cases` against `catalog` (see [`Grader`]).
+/// Grades `cases` against `catalog`: each case is one [`Selection::route`] of its call among
+/// the called tool's overlap group, with `embed` as the embedder of `cosine-similarity`.
 #[must_use]
 pub fn grade(
     catalog: &Catalog,
     cases: &[Case],
     embed: &(dyn Fn(&str) -> Vec<f32> + Sync),
 ) -> Report {
-    let mut grader = Grader::new(catalog, embed);
+    let selection = Selection::new(catalog.clone(), Rules::default(), Limits::default())
+        .with_route_embedder(embed);
     let mut results = Vec::with_capacity(cases.len());
     let mut by_rule: BTreeMap<String, RuleTotals> = BTreeMap::new();
     for case in cases {
-        let got = grader.decide(case).map_or_else(
+        let called = ToolId::new(&case.tool_call.server, &case.tool_call.tool);
+        let session: Vec<ToolId> = case
+            .session
+            .iter()
+            .map(|s| ToolId::new(&s.server, &s.tool))
+            .collect();
+        let prompt_vector = embed(&case.prompt);
+        let call = Call {
+            candidates: &[],
+            prompt: &case.prompt,
+            arguments: &case.tool_call.arguments,
+            session: &session,
+            prompt_vector: Some(&prompt_vector),
+        };
+        let got = selection.route_tool(&called, &call).map_or_else(
             || Expected {
                 server: String::new(),
                 tool: String::new(),

@@ -1,6 +1,7 @@
 //! The pure selection core of toolforge: the tool catalog, overlap groups and their
 //! presentation, the visibility merge, the broker (rules, intents, ranking, token budget,
-//! hints), the five-rule selector and grading against labelled cases.
+//! hints), the five-rule selector and grading against labelled cases, joined in one pipeline by
+//! [`Selection`] (visible → offer → route), the one decision point every caller goes through.
 //!
 //! This crate never does I/O, never spawns, never reads a clock or the environment: every input
 //! (scores, session recency, token counts, the time) arrives as data and every answer is a value
@@ -12,10 +13,14 @@ pub mod grade;
 pub mod overlap;
 pub mod presentation;
 pub mod rank;
+pub mod selection;
 pub mod selector;
 pub mod visibility;
 pub mod visibility_index;
 
 pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
 pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};
+pub use selection::{
+    Call, LeftOut, LeftOutReason, Limits, Offer, OfferRequest, Offered, Selection,
+};
 pub use visibility::{Channel, ChannelInput, Channels, Policy, VisibilityError, Visible, resolve};

@@ -12,9 +12,9 @@
 //!   The request's enabled lists (header replacing query) are intersected with the operator's
 //!   (CLI replacing env). [`Policy::allow_request_widening`] restores the seed's literal
 //!   behaviour, where a request's list replaces the operator's.
-//! * A query (`q`, `x-mcp-query`, ...) ranks the tools that passed every other filter with BM25
-//!   over name, description, tags and parameter names and keeps the matches. No match leaves the
-//!   set as it was without the query, and [`Visible::query_matched`] says so.
+//! * A query (`q`, `x-mcp-query`, ...) keeps the tools that passed every other filter and
+//!   contain it (name, description, tags; case-insensitive), the best `search_limit` by BM25.
+//!   No match leaves the set as it was without the query, and [`Visible::query_matched`] says so.
 //! * Fail-safe means *available*, never *open*. A request channel that does not parse is
 //!   ignored and reported in [`Visible::warnings`], but the well-formed names of its own disabled
 //!   lists still apply, as do every other channel's denies. A malformed operator channel is an
@@ -44,12 +44,14 @@
 //!   the seed's "toolsets" and "components"), or the key of a declared overlap group (the name
 //!   the group is exposed under: all its members). Names are case-sensitive, as MCP tool names
 //!   are; tags compare ASCII case-insensitively, as the seed's lower-cased graph match does.
-//! * **Search.** Matches are the tools with a BM25 score above `max(search_min_score, 0)`, best
-//!   first, at most `search_limit` (at least 1). The default floor is 0, "shares an index term
-//!   with the query": BM25 scores are not comparable across catalogs and queries, so any positive
-//!   absolute default would be arbitrary; the limit bounds the answer. Multi-word queries are
-//!   tokenised (Q1-6: example C asks for "logs analysis"). A header query replaces a query-string
-//!   one. Ranking runs over the tools that survived every other filter, so a query only narrows.
+//! * **Search.** A tool matches when the query is a case-insensitive substring of its name,
+//!   description or a tag (seed 001's `CONTAINS`), or, for a query of several words, when one
+//!   of its content words is (Q1-6: example C asks for "logs analysis"). Matches are ranked by
+//!   BM25 over the matches (those sharing no index term with the query last, in catalog order)
+//!   and the best `search_limit` (at least 1) are kept; the others are hidden as
+//!   [`Reason::BeyondSearchLimit`], so nothing vanishes silently. A positive `search_min_score`
+//!   also drops matches scoring at or below it. A header query replaces a query-string one. The
+//!   search runs over the tools that survived every other filter, so a query only narrows.
 //! * **Sanitising** rejects rather than drops (Q1-12): at most [`MAX_VALUE_BYTES`] per value,
 //!   [`MAX_NAMES`] distinct names per list, names and tags of at most [`MAX_NAME_CHARS`]
 //!   characters from `[A-Za-z0-9_./:{}~@+%-]` (tool names, resource URIs and URI templates), a
@@ -604,6 +606,8 @@ pub enum Reason {
     NotEnabled { channel: Channel, list: ListKind },
     /// This channel's search query did not match it (and matched other tools).
     NoSearchMatch { channel: Channel },
+    /// This channel's search query matched it, but `limit` better-ranked tools were kept.
+    BeyondSearchLimit { channel: Channel, limit: usize },
     /// An operator channel is invalid: nothing is visible.
     OperatorChannelInvalid { channel: Channel },
 }
@@ -623,6 +627,10 @@ impl fmt::Display for Reason {
             Reason::NoSearchMatch { channel } => {
                 write!(f, "not among the matches of the {channel} channel's query")
             }
+            Reason::BeyondSearchLimit { channel, limit } => write!(
+                f,
+                "matched the {channel} channel's query, below the {limit} best matches kept"
+            ),
             Reason::OperatorChannelInvalid { channel } => {
                 write!(f, "the {channel} channel is invalid, so nothing is visible")
             }
@@ -885,6 +893,81 @@ pub fn verdicts_with_index(
 ) -> Verdicts {
     let index = (index.len() == catalog.len()).then_some(index);
     resolve_inner(catalog, index, channels, policy)
+}
+
+/// The tools at `allowed` (catalog positions, ascending) a search query matches, as seed 001's
+/// Knowledge Graph query does: the query is a case-insensitive substring of the tool's name,
+/// description or one of its tags. A query of several words also matches a tool containing any
+/// one of its content words (three letters or more, not a stop word), so "logs analysis" finds
+/// the log tools instead of nothing.
+fn search_members(tools: &[&Tool], allowed: &[usize], query: &str) -> Vec<usize> {
+    let whole = query.trim().to_lowercase();
+    let mut needles = vec![whole.clone()];
+    let words: Vec<&str> = whole.split_whitespace().collect();
+    if words.len() > 1 {
+        for word in words {
+            let content = word.chars().count() >= 3 && !crate::rank::terms(word).is_empty();
+            if content && !needles.iter().any(|n| n == word) {
+                needles.push(word.to_owned());
+            }
+        }
+    }
+    let contains = |text: &str| {
+        let text = text.to_lowercase();
+        needles.iter().any(|n| text.contains(n.as_str()))
+    };
+    allowed
+        .iter()
+        .copied()
+        .filter(|&i| {
+            let tool = tools[i];
+            contains(&tool.name)
+                || contains(&tool.description)
+                || tool.tags.iter().any(|t| contains(t))
+        })
+        .collect()
+}
+
+/// The matching tools best first: by BM25 score over the matches (`ranked`: positions in
+/// `members` with positive scores, best first), then the matches sharing no index term with the
+/// query, in catalog order. A positive `min_score` keeps only matches scoring above it.
+fn search_order(members: &[usize], ranked: &[(usize, f32)], min_score: f32) -> Vec<usize> {
+    let floor = min_score.max(0.0);
+    let mut order: Vec<usize> = ranked
+        .iter()
+        .filter(|&&(_, score)| score > floor)
+        .map(|&(p, _)| members[p])
+        .collect();
+    if floor == 0.0 {
+        let scored: HashSet<usize> = order.iter().copied().collect();
+        order.extend(members.iter().copied().filter(|i| !scored.contains(i)));
+    }
+    order
+}
+
+/// Hides what a search left out: tools it did not match, and matches beyond the limit. A
+/// search that matched nothing hides nothing (the caller marks it unmatched).
+fn apply_search(
+    reasons: &mut [Option<Reason>],
+    allowed: &[usize],
+    order: &[usize],
+    channel: Channel,
+    policy: &Policy,
+) {
+    if order.is_empty() {
+        return;
+    }
+    let limit = policy.search_limit.max(1);
+    let mut verdict: Vec<Option<Option<Reason>>> = vec![None; reasons.len()];
+    for (rank, &i) in order.iter().enumerate() {
+        verdict[i] = Some((rank >= limit).then_some(Reason::BeyondSearchLimit { channel, limit }));
+    }
+    for &i in allowed {
+        reasons[i] = match verdict[i].take() {
+            Some(kept_or_beyond) => kept_or_beyond,
+            None => Some(Reason::NoSearchMatch { channel }),
+        };
+    }
 }
 
 /// Each tool's verdict, in catalog order: what [`Visible`] says, by position.
@@ -1158,25 +1241,19 @@ fn resolve_inner<'a>(
     let mut query_matched = None;
     if let Some((channel, text)) = query {
         let allowed: Vec<usize> = (0..tools.len()).filter(|&i| reasons[i].is_none()).collect();
-        let floor = policy.search_min_score.max(0.0);
-        let limit = policy.search_limit.max(1);
+        let members = search_members(&tools, &allowed, text);
         let ranked = match index {
-            Some(index) => index.search(&allowed, text, limit),
-            // Index only the surviving tools, and only the query's terms of them.
-            None => VisibilityIndex::for_query(&tools, &allowed, &query_terms(text))
-                .search(&allowed, text, limit),
+            Some(index) => index.search(&members, text, members.len()),
+            // Index only the matching tools, and only the query's terms of them.
+            None => VisibilityIndex::for_query(&tools, &members, &query_terms(text)).search(
+                &members,
+                text,
+                members.len(),
+            ),
         };
-        let mut hit = vec![false; tools.len()];
-        for (doc, _) in ranked.into_iter().filter(|&(_, score)| score > floor) {
-            hit[allowed[doc]] = true;
-        }
-        let matched = hit.contains(&true);
-        query_matched = Some(matched);
-        if matched {
-            for i in allowed.into_iter().filter(|&i| !hit[i]) {
-                reasons[i] = Some(Reason::NoSearchMatch { channel });
-            }
-        }
+        let order = search_order(&members, &ranked, policy.search_min_score);
+        query_matched = Some(!order.is_empty());
+        apply_search(&mut reasons, &allowed, &order, channel, policy);
     }
 
     Verdicts {
@@ -2095,6 +2172,44 @@ mod tests {
     }
 
     #[test]
+    fn search_matches_substrings_and_names_what_the_limit_left_out() {
+        let catalog = seed_catalog();
+        // Part of a word matches (seed 001's CONTAINS), in any case.
+        let raw = Raw::default().query(&[("q", "ANALY")]);
+        let visible = resolve(&catalog, &raw.channels(), &lock());
+        assert_eq!(visible.query_matched, Some(true));
+        assert!(
+            visible.allows(&ToolId::new("logs", "analyze_logs")),
+            "{visible:?}"
+        );
+        // Matches beyond the limit are hidden with a reason of their own.
+        let raw = Raw::default().query(&[("q", "logs")]);
+        let policy = Policy {
+            search_limit: 1,
+            ..lock()
+        };
+        let visible = resolve(&catalog, &raw.channels(), &policy);
+        assert_eq!(visible.tools.len(), 1);
+        let beyond = visible
+            .hidden
+            .iter()
+            .filter(|h| {
+                h.reason
+                    == Reason::BeyondSearchLimit {
+                        channel: Channel::Query,
+                        limit: 1,
+                    }
+            })
+            .count();
+        assert_eq!(beyond, 3, "{visible:?}");
+        // Nothing contains it: the query is dropped and said to be.
+        let raw = Raw::default().query(&[("q", "zzqx")]);
+        let visible = resolve(&catalog, &raw.channels(), &lock());
+        assert_eq!(visible.query_matched, Some(false));
+        assert_eq!(visible.tools.len(), catalog.len());
+    }
+
+    #[test]
     fn search_keeps_the_matches_within_the_other_filters() {
         let catalog = seed_catalog();
         let raw = Raw::default().query(&[("q", "logs")]);
@@ -2671,20 +2786,12 @@ mod equivalence_tests {
         let mut query_matched = None;
         if let Some((channel, text)) = query {
             let allowed: Vec<usize> = (0..tools.len()).filter(|&i| reasons[i].is_none()).collect();
-            let docs: Vec<&Tool> = allowed.iter().map(|&i| tools[i]).collect();
-            let floor = policy.search_min_score.max(0.0);
-            let hits: HashSet<usize> = Bm25Index::from_tools(&docs)
-                .search(text, policy.search_limit.max(1))
-                .into_iter()
-                .filter(|&(_, score)| score > floor)
-                .map(|(doc, _)| allowed[doc])
-                .collect();
-            query_matched = Some(!hits.is_empty());
-            if !hits.is_empty() {
-                for i in allowed.into_iter().filter(|i| !hits.contains(i)) {
-                    reasons[i] = Some(Reason::NoSearchMatch { channel });
-                }
-            }
+            let members = search_members(&tools, &allowed, text);
+            let docs: Vec<&Tool> = members.iter().map(|&i| tools[i]).collect();
+            let ranked = Bm25Index::from_tools(&docs).search(text, members.len());
+            let order = search_order(&members, &ranked, policy.search_min_score);
+            query_matched = Some(!order.is_empty());
+            apply_search(&mut reasons, &allowed, &order, channel, policy);
         }
 
         let mut visible = Visible {

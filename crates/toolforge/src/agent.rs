@@ -192,13 +192,16 @@ pub async fn shutdown_metrics(agent: &Agent) {
     }
 }
 
-/// The agent over `backend`.
+/// The agent over `backend`, with the broker's `rules` and `EMBEDDER_BACKEND`'s embedder.
 pub async fn build(
     backend: Arc<dyn ToolBackend>,
     settings: &serde_json::Map<String, serde_json::Value>,
     namespace: toolforge_select::Namespace,
+    rules: toolforge_select::broker::Rules,
 ) -> anyhow::Result<Agent> {
-    let config = agent_config(settings, namespace)?;
+    let mut config = agent_config(settings, namespace)?;
+    config.rules = rules;
+    let embedder = crate::embedder::from_env()?;
     let model = model_from_env()?;
     let sessions = sessions().await?;
     let traces = trace_sink().await?;
@@ -210,5 +213,7 @@ pub async fn build(
         "agent ready"
     );
     let metrics = metrics()?;
-    Ok(Agent::new(backend, model, sessions, traces, config).with_metrics(metrics))
+    Ok(Agent::new(backend, model, sessions, traces, config)
+        .with_embedder(embedder)
+        .with_metrics(metrics))
 }

@@ -4,7 +4,8 @@
 //! in-process from `EMBED_MODEL_DIR`, default `.tools/models/all-MiniLM-L6-v2`), `openai` (any
 //! OpenAI-compatible `/v1/embeddings`: `EMBED_BASE_URL`, `EMBED_MODEL`, optional
 //! `EMBED_API_KEY`), `voyage` (`VOYAGE_API_KEY`, `EMBED_MODEL` default `voyage-3.5`, optional
-//! `VOYAGE_BASE_URL`). Every embedder is wrapped in the content-hash cache, so a catalog is
+//! `VOYAGE_BASE_URL`; without the key: `hashing`, with a warning). An unknown value is an error
+//! at start-up. Every embedder is wrapped in the content-hash cache, so a catalog is
 //! embedded once per process.
 
 use std::path::PathBuf;
@@ -82,8 +83,13 @@ pub fn build(backend: Backend) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
             ))?)
         }
         Backend::Voyage => {
-            let key =
-                env("VOYAGE_API_KEY").context("EMBEDDER_BACKEND=voyage needs VOYAGE_API_KEY")?;
+            let Some(key) = env("VOYAGE_API_KEY") else {
+                tracing::warn!(
+                    "EMBEDDER_BACKEND=voyage but VOYAGE_API_KEY is not set: using the hashing \
+                     embedder instead"
+                );
+                return build(Backend::Hashing);
+            };
             let model = env("EMBED_MODEL").unwrap_or_else(|| "voyage-3.5".to_owned());
             let mut config = HttpEmbedderConfig::voyage(&model, key);
             if let Some(base) = env("VOYAGE_BASE_URL") {

@@ -42,6 +42,9 @@ enum Command {
     Tools(cmd::tools::Command),
     /// Show which server the selector picks for a tool call, and why.
     Select(cmd::select::Args),
+    /// Seed 004's broker: which tools a rule file gives an intent.
+    #[command(subcommand)]
+    Broker(cmd::broker::Command),
     /// Run an evaluation (selection accuracy gate, retrieval metrics).
     #[command(subcommand)]
     Eval(cmd::eval::Command),
@@ -89,6 +92,7 @@ async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
             .map(|()| ExitCode::SUCCESS),
         Command::Tools(command) => cmd::tools::run(command).await,
         Command::Select(args) => cmd::select::run(args).await,
+        Command::Broker(command) => cmd::broker::run(command).await,
         Command::Eval(command) => cmd::eval::run(command).await,
         Command::Client(args) => cmd::client::run(args).await,
     }

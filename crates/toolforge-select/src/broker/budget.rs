@@ -20,6 +20,14 @@ pub fn estimate_tokens(tool: &Tool) -> u32 {
         .saturating_add(10)
 }
 
+/// Estimated tokens of several tool definitions together (the seed's `EstimateToolTokens`).
+pub fn estimate_tools_tokens<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> u64 {
+    tools
+        .into_iter()
+        .map(|t| u64::from(estimate_tokens(t)))
+        .sum()
+}
+
 /// The default budget: `DEFAULT_TOKEN_BUDGET_PCT` of `context_window`.
 pub fn default_budget(context_window: u32) -> u32 {
     u32::try_from(u64::from(context_window) * u64::from(DEFAULT_TOKEN_BUDGET_PCT) / 100)

@@ -25,7 +25,8 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 
 pub use budget::{
-    DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_TOKEN_BUDGET_PCT, estimate_tokens, prune_to_budget,
+    DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_TOKEN_BUDGET_PCT, estimate_tokens,
+    estimate_tools_tokens, prune_to_budget,
 };
 pub use discovery::{
     DEFAULT_MAX_RESULTS, FoundTool, MAX_RESULTS_LIMIT, MIN_KEYWORD_SCORE, MatchedBy, REQUEST_TOOLS,
@@ -125,6 +126,43 @@ pub struct SelectResult {
     pub override_error: Option<EnrichError>,
 }
 
+/// A broker (the seed's `Broker` interface): a selection for an intent within a token budget
+/// (`u32::MAX`: none), and every registered tool. [`LocalBroker`] is the in-process one.
+pub trait Broker: Send + Sync {
+    /// Selects tools for `intent` within `budget` estimated tokens.
+    fn select(&self, intent: &str, budget: u32) -> SelectResult;
+    /// Every registered tool, in registration order.
+    fn all_tools(&self) -> Vec<Arc<Tool>>;
+}
+
+impl Broker for LocalBroker {
+    fn select(&self, intent: &str, budget: u32) -> SelectResult {
+        LocalBroker::select(self, intent, budget)
+    }
+
+    fn all_tools(&self) -> Vec<Arc<Tool>> {
+        LocalBroker::all_tools(self)
+    }
+}
+
+/// What the rules applying to one intent decide about one tool (see [`LocalBroker::verdicts`]).
+/// Rule numbers index the broker's [`Rules::rules`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleVerdict {
+    /// Kept: by this include or summarize rule, or by none when no include rule applies (then
+    /// every tool not excluded is kept).
+    Included {
+        /// The highest-priority include/summarize rule matching the tool.
+        rule: Option<usize>,
+        /// Only a `summarize` rule brought it in.
+        summarized: bool,
+    },
+    /// Dropped by this exclude rule (the highest-priority one matching the tool).
+    Excluded(usize),
+    /// Include rules apply and none matches the tool.
+    NotIncluded,
+}
+
 /// Thread-safe broker: registration, rule reload and selection may run concurrently. A
 /// selection holds the lock only to take the current snapshot and then runs unlocked; writers
 /// update a copy when a selection still holds the old snapshot (copy on write).
@@ -195,6 +233,42 @@ impl LocalBroker {
             |i| r.tokens[i],
             self.enricher.as_deref().unwrap_or(&NopEnricher),
         )
+    }
+
+    /// Each registered tool's verdict (registration order) under the rules applying to
+    /// `intent`: the decisions of [`LocalBroker::select`] without the budget, tool by tool, so a
+    /// caller can say why a tool was left out.
+    pub fn verdicts(&self, intent: &str) -> Vec<RuleVerdict> {
+        let r = self.snapshot();
+        let applicable = applicable_rules(&r.rules, intent);
+        let (excludes, includes): (Vec<usize>, Vec<usize>) = applicable
+            .iter()
+            .partition(|&&ri| r.rules.rules[ri].action == Action::Exclude);
+        (0..r.tools.len())
+            .map(|i| {
+                if let Some(&ri) = excludes.iter().find(|&&ri| r.sets[ri].contains(i)) {
+                    return RuleVerdict::Excluded(ri);
+                }
+                if includes.is_empty() {
+                    return RuleVerdict::Included {
+                        rule: None,
+                        summarized: false,
+                    };
+                }
+                match includes.iter().find(|&&ri| r.sets[ri].contains(i)) {
+                    Some(&ri) => RuleVerdict::Included {
+                        rule: Some(ri),
+                        summarized: r.rules.rules[ri].action == Action::Summarize,
+                    },
+                    None => RuleVerdict::NotIncluded,
+                }
+            })
+            .collect()
+    }
+
+    /// The override block for `selected` with this broker's enricher (see [`hints`]).
+    pub fn override_block(&self, selected: &[SelectedTool]) -> Result<String, EnrichError> {
+        override_block(selected, self.enricher.as_deref().unwrap_or(&NopEnricher))
     }
 
     /// Answers a `request_tools` call made during a turn routed to `turn_intent`: tools

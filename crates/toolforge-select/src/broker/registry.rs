@@ -47,6 +47,11 @@ impl ToolSet {
         self.words.get(w).copied().unwrap_or(0)
     }
 
+    /// True when tool `i` is in the set.
+    pub(super) fn contains(&self, i: usize) -> bool {
+        self.word(i / 64) >> (i % 64) & 1 == 1
+    }
+
     /// Number of tools in the set.
     pub(super) fn len(&self) -> usize {
         self.len

@@ -2,8 +2,14 @@
 //!
 //! Rule text is parsed here (YAML or JSON, chosen by file extension); the binary reads files.
 //! Every glob is validated at load so a bad pattern fails loudly once, not on each selection.
+//!
+//! go-toolbroker's own rule files load unchanged: `match: {patterns: [...]}` (tool-name
+//! patterns, the same as our `tools`), `action: {type: exclude}` as well as `action: exclude`,
+//! and keys in any case (`"Rules"`, `"Match"`, `"Patterns"`), as Go's `encoding/json` matches
+//! them. Our `servers` and `tags` matchers are additions.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use thiserror::Error;
 
 use super::pattern::{self, Compiled, PatternError};
@@ -21,18 +27,32 @@ pub enum Action {
     Summarize,
 }
 
+impl Action {
+    /// The action as rule files spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Include => "include",
+            Self::Exclude => "exclude",
+            Self::Summarize => "summarize",
+        }
+    }
+}
+
 /// Which tools a rule applies to; empty lists are ignored, a tool matches if any list matches.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Match {
     /// Tool-name patterns (Go `path.Match` plus the `prefix*` fallback).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// go-toolbroker's name for tool-name patterns; the same as `tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<String>,
     /// Server-name patterns.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<String>,
     /// Exact tags.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
 }
 
@@ -67,12 +87,16 @@ pub struct Rules {
 /// Why a rule set failed to load.
 #[derive(Debug, Error)]
 pub enum RulesError {
-    /// YAML syntax or shape (including an unknown action).
+    /// YAML syntax.
     #[error("rules YAML: {0}")]
     Yaml(#[from] yaml_serde::Error),
-    /// JSON syntax or shape (including an unknown action).
+    /// JSON syntax.
     #[error("rules JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A well-formed file whose content is not a rule set (a missing name or action, an
+    /// unknown action or key).
+    #[error("rules: {0}")]
+    Shape(serde_json::Error),
     /// A malformed glob in a named rule.
     #[error("rule {rule:?}: {source}")]
     Pattern {
@@ -91,14 +115,20 @@ const DEFAULT_RULES_YAML: &str = include_str!("default-rules.yaml");
 impl Rules {
     /// Parses YAML rule text and validates every pattern.
     pub fn from_yaml_str(text: &str) -> Result<Self, RulesError> {
-        let rules: Self = yaml_serde::from_str(text)?;
-        rules.validate()?;
-        Ok(rules)
+        Self::from_value(yaml_serde::from_str(text)?)
     }
 
     /// Parses JSON rule text and validates every pattern.
     pub fn from_json_str(text: &str) -> Result<Self, RulesError> {
-        let rules: Self = serde_json::from_str(text)?;
+        Self::from_value(serde_json::from_str(text)?)
+    }
+
+    /// A parsed rule file in either dialect (ours or go-toolbroker's, module docs).
+    fn from_value(value: Value) -> Result<Self, RulesError> {
+        if value.is_null() {
+            return Ok(Self::default()); // an empty file: no rules
+        }
+        let rules: Self = serde_json::from_value(go_dialect(value)).map_err(RulesError::Shape)?;
         rules.validate()?;
         Ok(rules)
     }
@@ -125,6 +155,7 @@ impl Rules {
             let m = &rule.matcher;
             for p in std::iter::once(&rule.intent)
                 .chain(&m.tools)
+                .chain(&m.patterns)
                 .chain(&m.servers)
             {
                 pattern::validate(p).map_err(|source| RulesError::Pattern {
@@ -149,6 +180,7 @@ impl Rule {
         let any =
             |pats: &[String], s: &str| pats.iter().any(|p| pattern::matches(p, s).unwrap_or(false));
         any(&m.tools, &tool.name)
+            || any(&m.patterns, &tool.name)
             || any(&m.servers, &tool.server)
             || m.tags.iter().any(|t| tool.tags.contains(t))
     }
@@ -156,12 +188,42 @@ impl Rule {
     /// [`Rule::matches_tool`] with the patterns sorted once, for matching many tools.
     pub(crate) fn tool_matcher(&self) -> impl Fn(&Tool) -> bool + '_ {
         let m = &self.matcher;
-        let tools: Vec<Compiled<'_>> = m.tools.iter().map(|p| Compiled::new(p)).collect();
+        let tools: Vec<Compiled<'_>> = m
+            .tools
+            .iter()
+            .chain(&m.patterns)
+            .map(|p| Compiled::new(p))
+            .collect();
         let servers: Vec<Compiled<'_>> = m.servers.iter().map(|p| Compiled::new(p)).collect();
         move |tool: &Tool| {
             tools.iter().any(|p| p.matches(&tool.name))
                 || servers.iter().any(|p| p.matches(&tool.server))
                 || m.tags.iter().any(|t| tool.tags.contains(t))
         }
+    }
+}
+
+/// go-toolbroker's rule files as ours: object keys lower-cased (Go's `encoding/json` matches
+/// field names case-insensitively; our own keys are all lower case) and an action object
+/// `{type: X}` replaced by `X`.
+fn go_dialect(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (key, value) in map {
+                let key = key.to_lowercase();
+                let mut value = go_dialect(value);
+                if key == "action"
+                    && let Value::Object(action) = &mut value
+                    && let Some(kind) = action.remove("type")
+                {
+                    value = kind;
+                }
+                out.insert(key, value);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(go_dialect).collect()),
+        other => other,
     }
 }

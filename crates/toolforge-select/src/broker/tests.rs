@@ -702,3 +702,77 @@ mod props {
         }
     }
 }
+
+/// go-toolbroker's own rule files: keys in Go's capitalisation, `match: {patterns}` and
+/// `action: {type}`, in JSON and YAML, select as its algorithm says.
+#[test]
+fn go_toolbroker_rule_files_load_unchanged() {
+    let json = r#"{"Rules": [
+        {"Name": "hide-noisy-build-tools", "Intent": "*", "Priority": 10,
+         "Match": {"Patterns": ["build_*"]}, "Action": {"Type": "exclude"}},
+        {"Name": "tasks-on-write", "Intent": "write", "Priority": 20,
+         "Match": {"Patterns": ["tasks_*"]}, "Action": {"Type": "include"}}
+    ]}"#;
+    let yaml = "rules:\n  - name: hide-noisy-build-tools\n    intent: \"*\"\n    priority: 10\n    match:\n      patterns: [\"build_*\"]\n    action:\n      type: exclude\n  - name: tasks-on-write\n    intent: write\n    priority: 20\n    match:\n      patterns: [\"tasks_*\"]\n    action:\n      type: include\n";
+    let from_json = Rules::from_path_text("rules.json", json).expect("json");
+    let from_yaml = Rules::from_path_text("rules.yaml", yaml).expect("yaml");
+    assert_eq!(from_json, from_yaml);
+    assert_eq!(from_json.rules[0].action, Action::Exclude);
+    assert_eq!(from_json.rules[0].matcher.patterns, ["build_*"]);
+    let tools: Vec<Arc<Tool>> = [
+        ("tasks", "tasks_list"),
+        ("tasks", "tasks_create"),
+        ("ci", "build_go_project"),
+        ("notes", "notes_add"),
+    ]
+    .iter()
+    .map(|(s, n)| Arc::new(tool(s, n)))
+    .collect();
+    let names =
+        |r: &SelectResult| -> Vec<String> { r.tools.iter().map(|t| t.tool.name.clone()).collect() };
+    let all = select(&tools, &from_json, "read", u32::MAX);
+    assert_eq!(names(&all), ["tasks_list", "tasks_create", "notes_add"]);
+    let write = select(&tools, &from_json, "write", u32::MAX);
+    assert_eq!(names(&write), ["tasks_list", "tasks_create"]);
+    // The fast path agrees, and says per tool what decided.
+    let broker = LocalBroker::new(from_json);
+    broker.register(tools.iter().cloned());
+    assert_eq!(broker.select("write", u32::MAX), write);
+    let verdicts = broker.verdicts("write");
+    assert_eq!(verdicts[2], RuleVerdict::Excluded(0));
+    assert_eq!(verdicts[3], RuleVerdict::NotIncluded);
+    assert_eq!(
+        verdicts[0],
+        RuleVerdict::Included {
+            rule: Some(1),
+            summarized: false
+        }
+    );
+    assert_eq!(Broker::all_tools(&broker).len(), 4);
+    let each: Vec<u64> = tools
+        .iter()
+        .map(|t| u64::from(estimate_tokens(t)))
+        .collect();
+    assert_eq!(
+        estimate_tools_tokens(tools.iter().map(|t| &**t)),
+        each.iter().sum::<u64>()
+    );
+}
+
+#[test]
+fn rule_file_mistakes_are_explained() {
+    let err = Rules::from_json_str(r#"{"rules": [{"name": "x", "action": {"type": "allow"}}]}"#)
+        .expect_err("unknown action")
+        .to_string();
+    assert!(err.contains("allow") && err.contains("include"), "{err}");
+    let err = Rules::from_yaml_str(
+        "rules:\n  - name: x\n    match: {patterns: ['[']}\n    action: exclude\n",
+    )
+    .expect_err("bad pattern")
+    .to_string();
+    assert!(err.contains("rule \"x\""), "{err}");
+    assert_eq!(
+        Rules::from_yaml_str("").expect("empty file"),
+        Rules::default()
+    );
+}

@@ -43,6 +43,10 @@ pub struct Args {
     /// How tool names are shown to the model.
     #[arg(long, value_enum, default_value = "auto")]
     pub namespace: NamespaceArg,
+    /// Broker rule file (YAML or JSON; default: the configuration's
+    /// "toolforge": {"broker": {"rules": FILE}}).
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
 }
@@ -54,8 +58,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let visibility = std::sync::Arc::new(args.visibility.config()?);
+    let config_path = crate::config::servers_config_path(args.config.clone());
     let mut config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
+    let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
+    // An unknown EMBEDDER_BACKEND fails here, before any server starts.
+    crate::embedder::Backend::from_env()?;
     let mut options = crate::config::pool_options().await?;
     // A dry run never contacts a server whose tools the cache already holds, and (unless
     // listing is allowed) leaves out the servers it does not.
@@ -87,7 +95,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             tracing::warn!(server = %h.name, state = %state, "{err}");
         }
     }
-    let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into()).await;
+    let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await;
     let agent = match agent {
         Ok(a) => Arc::new(a),
         Err(e) => {

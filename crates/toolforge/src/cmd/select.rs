@@ -1,13 +1,13 @@
-//! `toolforge select`: one selector decision, explained. Handy to see why a call would go to a
-//! server before wiring anything.
+//! `toolforge select`: one routing decision ([`Selection::route`]), explained. Handy to see why a
+//! call would go to a server before wiring anything.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
-use toolforge_select::{Catalog, ToolId};
+use toolforge_select::broker::Rules;
+use toolforge_select::{Call, Catalog, Limits, Selection, ToolId};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,34 +45,24 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .filter(|s| !s.trim().is_empty())
         .map(|s| {
             ToolId::parse(s.trim())
-                .map(|id| SessionCall {
-                    server: id.server,
-                    tool: id.name,
-                })
                 .with_context(|| format!("--session entries must be server/tool, got {s}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let case = Case {
-        id: "cli".into(),
-        prompt: args.prompt,
-        tool_call: ToolCall {
-            server: called.server.clone(),
-            tool: called.name.clone(),
-            arguments,
-        },
-        session,
-        expected: Expected {
-            server: String::new(),
-            tool: String::new(),
-            selection_rule: String::new(),
-            alternatives: Vec::new(),
-        },
-    };
+    let selection = Selection::new(catalog, Rules::default(), Limits::default());
+    // The deterministic hashing embedder, as grading uses: the same call decides the same way
+    // here and in `toolforge eval selection`.
     let embedder = toolforge_llm::embed::HashingEmbedder::default();
-    let embed = |t: &str| embedder.embed_one(t);
-    let mut grader = Grader::new(&catalog, &embed);
-    let decision = grader
-        .decide(&case)
+    let selection = selection.with_route_embedder(&|t| embedder.embed_one(t));
+    let prompt_vector = embedder.embed_one(&args.prompt);
+    let call = Call {
+        candidates: &[],
+        prompt: &args.prompt,
+        arguments: &arguments,
+        session: &session,
+        prompt_vector: Some(&prompt_vector),
+    };
+    let decision = selection
+        .route_tool(&called, &call)
         .with_context(|| format!("{called} is not in the catalog"))?;
     if args.json {
         let out = json!({

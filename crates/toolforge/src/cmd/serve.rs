@@ -66,6 +66,10 @@ pub struct Args {
     /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    /// Broker rule file (YAML or JSON; default: the configuration's
+    /// "toolforge": {"broker": {"rules": FILE}}).
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
     #[command(flatten)]
@@ -74,8 +78,12 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let visibility = args.visibility.config()?;
+    let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
+    let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
+    // An unknown EMBEDDER_BACKEND fails here, before any server starts.
+    crate::embedder::Backend::from_env()?;
     let listener = tokio::net::TcpListener::bind((args.host, args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
@@ -97,13 +105,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.tool_mode.mode(),
     );
     crate::config::apply_state_key(&shared)?;
-    let agent = match crate::agent::build(pool.clone(), &settings, args.namespace.into()).await {
-        Ok(agent) => Arc::new(agent),
-        Err(e) => {
-            pool.shutdown().await;
-            return Err(e);
-        }
-    };
+    let agent =
+        match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
+            Ok(agent) => Arc::new(agent),
+            Err(e) => {
+                pool.shutdown().await;
+                return Err(e);
+            }
+        };
     let cancel = CancellationToken::new();
     let mut extra_hosts = args.allow_hosts;
     if !args.host.is_loopback() && !args.host.is_unspecified() {

@@ -56,8 +56,8 @@ impl Ranker {
     }
 }
 
-/// One embedder's vectors: (tools, queries), in file order.
-type Vectors = (Vec<Vec<f32>>, Vec<Vec<f32>>);
+/// One embedder's vectors: (tools, queries, servers), in file order.
+type Vectors = (Vec<Vec<f32>>, Vec<Vec<f32>>, Vec<Vec<f32>>);
 
 /// `out` for one ranker, or `out` with `-RANKER` added to its stem when several run.
 fn out_path(out: &Path, ranker: Ranker, several: bool) -> PathBuf {
@@ -82,6 +82,9 @@ struct ToolLine {
     description: String,
     #[serde(default)]
     input_schema: serde_json::Value,
+    /// What the tool's server is for (LiveMCPBench has it; indexed with the tool).
+    #[serde(default)]
+    server_description: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,9 +162,28 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .and_then(|p| p.as_object())
                 .map(|m| m.keys().cloned().collect())
                 .unwrap_or_default(),
+            server_description: t.server_description.clone().unwrap_or_default(),
         })
         .collect();
     let bm25 = Bm25Index::new(&docs);
+    // The servers, indexed beside their tools (name and description), in first-seen order.
+    let mut server_docs: Vec<Document> = Vec::new();
+    let mut server_of: Vec<usize> = Vec::with_capacity(tools.len());
+    for t in &tools {
+        let k = match server_docs.iter().position(|d| d.name == t.server) {
+            Some(k) => k,
+            None => {
+                server_docs.push(Document {
+                    name: t.server.clone(),
+                    description: t.server_description.clone().unwrap_or_default(),
+                    ..Document::default()
+                });
+                server_docs.len() - 1
+            }
+        };
+        server_of.push(k);
+    }
+    let server_bm25 = Bm25Index::new(&server_docs);
     let mut rankers = args.ranker.clone();
     rankers.dedup();
     anyhow::ensure!(!rankers.is_empty(), "--ranker names no ranker");
@@ -190,10 +212,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             texts.extend(rank::query_parts(&q.query).into_iter().map(str::to_owned));
         }
         let query_vecs = e.embed(&texts).await.context("embedding the queries")?;
-        vectors.insert(backend, (tool_vecs, query_vecs));
+        let texts: Vec<String> = server_docs.iter().map(rank::embedding_text).collect();
+        let server_vecs = e.embed(&texts).await.context("embedding the servers")?;
+        vectors.insert(backend, (tool_vecs, query_vecs, server_vecs));
     }
-    let lexical: Vec<Vec<f32>> = queries.iter().map(|q| bm25.scores(&q.query)).collect();
-    // Where each query sentence's vector sits (after the whole queries).
+    // Each query's vectors as `rank::hybrid_scores` takes them: the whole query, then its parts.
     let mut part_index: HashMap<&str, usize> = HashMap::new();
     let mut next = queries.len();
     for q in &queries {
@@ -202,6 +225,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             next += 1;
         }
     }
+    let query_vectors = |qs: &[Vec<f32>], qi: usize| -> Vec<Vec<f32>> {
+        std::iter::once(qs[qi].clone())
+            .chain(
+                rank::query_parts(&queries[qi].query)
+                    .into_iter()
+                    .map(|p| qs[part_index[p]].clone()),
+            )
+            .collect()
+    };
 
     for &r in &rankers {
         let backend = match r {
@@ -216,25 +248,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         let mut sums = (0.0, 0.0, 0.0, 0.0);
         for (qi, q) in queries.iter().enumerate() {
-            let dense: Option<Vec<f32>> = vectors
-                .get(&backend)
-                .map(|(tools, qs)| tools.iter().map(|v| cosine(&qs[qi], v)).collect());
-            let scores: Vec<f32> = match (r, dense) {
-                (Ranker::Hybrid, Some(d)) => {
-                    let whole = rank::fuse(&lexical[qi], &d);
-                    let (tools, qs) = &vectors[&backend];
-                    let parts: Vec<Vec<f32>> = rank::query_parts(&q.query)
-                        .into_iter()
-                        .map(|p| {
-                            let pv = &qs[part_index[p]];
-                            let dense: Vec<f32> = tools.iter().map(|v| cosine(pv, v)).collect();
-                            rank::fuse(&bm25.scores(p), &dense)
-                        })
-                        .collect();
-                    rank::combine_parts(&whole, &parts)
+            let mut servers = rank::Servers {
+                index: &server_bm25,
+                of_doc: &server_of,
+                vectors: None,
+            };
+            let scores: Vec<f32> = match (r, vectors.get(&backend)) {
+                (Ranker::Hybrid, Some((tools, qs, server_vecs))) => {
+                    let qv = query_vectors(qs, qi);
+                    servers.vectors = Some(server_vecs);
+                    rank::hybrid_scores(&bm25, &q.query, Some((tools, &qv)), Some(&servers))
                 }
-                (_, Some(d)) => d,
-                (_, None) => lexical[qi].clone(),
+                (Ranker::Hybrid, None) => {
+                    rank::hybrid_scores(&bm25, &q.query, None, Some(&servers))
+                }
+                (Ranker::Bm25, _) | (_, None) => bm25.scores(&q.query),
+                (_, Some((tools, qs, _))) => tools.iter().map(|v| cosine(&qs[qi], v)).collect(),
             };
             let ranked: Vec<String> = rank::ranking(&scores)
                 .into_iter()
