@@ -29,12 +29,20 @@ pub struct ToolFailure {
     pub retry_reason: Option<String>,
 }
 
+/// How long a run waits for servers still making their first start attempt.
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Lists tools and runs them.
 pub trait ToolBackend: Send + Sync {
     /// The merged catalog (for the pool: the last lists fetched, also for servers now down).
     fn catalog(&self) -> Catalog;
     /// Servers that cannot take calls right now.
     fn unavailable(&self) -> Vec<String>;
+    /// Returns once no server is still making its first start attempt (bounded): a run that
+    /// starts right after the servers were launched sees their tools.
+    fn settled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
     /// Calls `server`'s `tool`.
     fn call<'a>(
         &'a self,
@@ -48,6 +56,10 @@ pub trait ToolBackend: Send + Sync {
 impl ToolBackend for Pool {
     fn catalog(&self) -> Catalog {
         Pool::catalog(self)
+    }
+
+    fn settled(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Pool::settled(self, START_WAIT))
     }
 
     fn unavailable(&self) -> Vec<String> {

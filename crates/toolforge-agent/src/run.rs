@@ -470,6 +470,10 @@ impl Agent {
                 let _ = tx.send(e);
             }
         };
+        if !request.dry_run {
+            // Servers launched a moment ago (`serve` answers at once) get their start.
+            self.backend.settled().await;
+        }
         let visible = self.visible_catalog(&request);
         let full = Presentation::new(&visible, self.config.namespace);
         let available_tools: Vec<String> = full.tools().iter().map(|t| t.name.clone()).collect();

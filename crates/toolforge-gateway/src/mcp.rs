@@ -37,8 +37,9 @@ use crate::listen::{Change, Listeners};
 use crate::mrtr::{self, StateSeal};
 use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_SESSION, Subscriptions, TooMany};
 use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, VisibilityConfig};
-use toolforge_select::grade::{Case, Expected, Grader, SessionCall, ToolCall};
+use toolforge_select::broker::Rules;
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
+use toolforge_select::{Call, Limits, Selection};
 
 /// How long a client may reuse a list answer without asking again (2026-07-28 `ttlMs`): lists
 /// change when a backend's do, and clients on a `subscriptions/listen` stream hear of it.
@@ -157,6 +158,9 @@ pub struct Shared {
     seal: RwLock<Arc<StateSeal>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
     listeners: Arc<Listeners>,
+    /// The selection over the current catalog (the one decision point for group calls), and
+    /// the catalog it was built for.
+    selection: Mutex<Option<(Arc<toolforge_select::Catalog>, Arc<Selection>)>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -206,6 +210,7 @@ impl Shared {
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
             listeners: Arc::new(Listeners::default()),
+            selection: Mutex::new(None),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -236,6 +241,27 @@ impl Shared {
     pub fn set_state_key(&self, key: &[u8]) -> Result<(), mrtr::KeyTooShort> {
         *self.seal.write() = Arc::new(StateSeal::new(key)?);
         Ok(())
+    }
+
+    /// The selection over the pool's current catalog, built once per catalog generation.
+    fn selection(&self) -> Arc<Selection> {
+        let catalog = self.pool.shared_catalog();
+        let mut slot = self.selection.lock();
+        if let Some((built_for, selection)) = slot.as_ref()
+            && Arc::ptr_eq(built_for, &catalog)
+        {
+            return selection.clone();
+        }
+        let limits = Limits {
+            max_tools: usize::MAX,
+            ..Limits::default()
+        };
+        let selection = Arc::new(
+            Selection::new((*catalog).clone(), Rules::default(), limits)
+                .with_route_embedder(&|t| self.embedder.embed_one(t)),
+        );
+        *slot = Some((catalog, selection.clone()));
+        selection
     }
 
     fn seal(&self) -> Arc<StateSeal> {
@@ -490,30 +516,27 @@ impl Shared {
                 alternatives: Vec::new(),
             }),
             Resolved::Group(group) => {
-                // Only a group call needs the visible catalog itself, for the selector.
-                let catalog = &scope.catalog();
-                let embed = |t: &str| self.embedder.embed_one(t);
-                let mut grader = Grader::new(catalog, &embed);
-                let first = group.members.iter().find(|m| catalog.get(m).is_some())?;
-                let case = Case {
-                    id: String::new(),
-                    prompt: prompt.to_owned(),
-                    tool_call: ToolCall {
-                        server: first.server.clone(),
-                        tool: first.name.clone(),
-                        arguments: Value::Object(arguments.cloned().unwrap_or_default()),
-                    },
-                    session: history
-                        .lock()
-                        .iter()
-                        .map(|h| SessionCall {
-                            server: h.server.clone(),
-                            tool: h.name.clone(),
-                        })
-                        .collect(),
-                    expected: Expected::default(),
-                };
-                let decision = grader.decide(&case)?;
+                // The members this request may see are the candidates; the selection decides.
+                let candidates: Vec<ToolId> = group
+                    .members
+                    .iter()
+                    .filter(|m| scope.allows(m))
+                    .cloned()
+                    .collect();
+                if candidates.is_empty() {
+                    return None;
+                }
+                let selection = self.selection();
+                let session: Vec<ToolId> = history.lock().clone();
+                let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+                let prompt_vector = (!prompt.is_empty()).then(|| self.embedder.embed_one(prompt));
+                let decision = selection.route(&Call {
+                    candidates: &candidates,
+                    prompt,
+                    arguments: &arguments,
+                    session: &session,
+                    prompt_vector: prompt_vector.as_deref(),
+                })?;
                 Some(Routed {
                     id: decision.chosen,
                     rule: decision.rule,

@@ -185,6 +185,22 @@ pub async fn catalog_cache() -> anyhow::Result<Option<std::sync::Arc<toolforge_m
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
+/// Starts the pool for a server command (`serve`, `gateway`): clients are answered at once and
+/// each server's tools appear as it becomes ready; the servers' first states are logged.
+pub async fn launch_pool(
+    config: toolforge_mcp::PoolConfig,
+) -> anyhow::Result<std::sync::Arc<toolforge_mcp::Pool>> {
+    let (pool, first) = toolforge_mcp::Pool::launch(config, pool_options().await?).await;
+    let started = pool.clone();
+    tokio::spawn(async move {
+        first.wait().await;
+        for h in started.health() {
+            tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
+        }
+    });
+    Ok(pool)
+}
+
 /// Gives the gateway the key that seals `requestState` (`TOOLFORGE_STATE_KEY`, at least 32
 /// bytes, the same on every replica); without it each process seals with a random key of its
 /// own, so a retry must reach the replica that sealed it.

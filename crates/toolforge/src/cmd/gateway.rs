@@ -22,16 +22,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let visibility = args.visibility.config()?;
     let config = crate::config::load_pool_config(args.config)?;
-    // Clients are answered at once; each server's tools appear as it becomes ready.
-    let (pool, first) =
-        toolforge_mcp::Pool::launch(config, crate::config::pool_options().await?).await;
-    let started = pool.clone();
-    tokio::spawn(async move {
-        first.wait().await;
-        for h in started.health() {
-            tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
-        }
-    });
+    let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),

@@ -88,16 +88,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
-    // Clients are answered at once; each server's tools appear as it becomes ready.
-    let (pool, first) =
-        toolforge_mcp::Pool::launch(config, crate::config::pool_options().await?).await;
-    let started = pool.clone();
-    tokio::spawn(async move {
-        first.wait().await;
-        for h in started.health() {
-            tracing::info!(server = %h.name, state = ?h.state, tools = h.tools, "server");
-        }
-    });
+    let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),

@@ -286,39 +286,13 @@ async fn input_required_is_asked_of_a_handshake_era_client_on_its_own_call() {
     assert_eq!(out["asked"]["B"], json!(["who answers for B?"]), "{out}");
 }
 
-/// One stateless 2026-07-28 `tools/call` of `who`, with `params` merged in; the JSON-RPC answer.
+/// One stateless 2026-07-28 `tools/call` of `who`, with `extra` merged into its params.
 async fn modern_call(served: &Served, extra: Value) -> Value {
-    let mut params = json!({
-        "name": "who",
-        "arguments": {"name": "X"},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}
-        }
-    });
+    let mut params = json!({"name": "who", "arguments": {"name": "X"}});
     if let (Some(p), Value::Object(extra)) = (params.as_object_mut(), extra) {
         p.extend(extra);
     }
-    let text = reqwest::Client::new()
-        .post(served.mcp())
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "who")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let body = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .find(|d| !d.trim().is_empty())
-        .unwrap_or(&text);
-    serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+    modern_rpc(served, "", "tools/call", params).await
 }
 
 #[tokio::test]
@@ -355,13 +329,17 @@ async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
+        "io.modelcontextprotocol/clientCapabilities": {"sampling": {}}
     });
-    let text = reqwest::Client::new()
+    let mut request = reqwest::Client::new()
         .post(format!("{}{query}", served.mcp()))
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name);
+    }
+    let text = request
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
         .send()
         .await
