@@ -57,7 +57,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 .clone()
                 .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
                 .await
-                .map_err(|e| format!("initialize failed: {e}"))
+                .map_err(|e| format!("initialize failed: {}", init_error(e)))
         }
         Transport::Http { url, headers } => {
             let mut map = HashMap::new();
@@ -75,8 +75,29 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 .clone()
                 .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
                 .await
-                .map_err(|e| format!("initialize at {url} failed: {e}"))
+                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)))
         }
+    }
+}
+
+/// A failed start for people (`/health`'s `last_error`): what went wrong and its causes, without
+/// rmcp's transport type names.
+fn init_error(e: rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::TransportError { error, context } => {
+            let mut text = error.error.to_string();
+            let mut cause = error.error.source();
+            while let Some(c) = cause {
+                let more = c.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                cause = c.source();
+            }
+            format!("{text} ({context})")
+        }
+        other => other.to_string(),
     }
 }
 

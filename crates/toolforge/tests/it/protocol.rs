@@ -381,3 +381,22 @@ async fn list_answers_say_how_long_and_for_whom_they_may_be_cached() {
         "{narrowed}"
     );
 }
+
+#[tokio::test]
+async fn a_backend_that_cannot_start_is_explained_without_type_names() {
+    // Nothing listens on the discard port.
+    let config = json!({"mcpServers": {"dead": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}});
+    let served = Served::start(&config).await;
+    let health = served
+        .wait_health(60, |h| crate::server_state(h, "dead")["state"] == "failed")
+        .await;
+    let error = crate::server_state(&health, "dead")["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(error.contains("http://127.0.0.1:9/mcp"), "{error}");
+    assert!(
+        !error.contains("::") && !error.contains("rmcp"),
+        "a Rust type name in /health: {error}"
+    );
+}
