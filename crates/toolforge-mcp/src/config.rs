@@ -45,6 +45,8 @@ pub struct ServerConfig {
     pub start_timeout: Duration,
     /// Which protocol era to speak to it (`protocol`).
     pub protocol: Protocol,
+    /// One connection for every client, or one per client session (`isolation`).
+    pub isolation: Isolation,
     /// Every tool of the server may be sent again after a failure that may have reached it
     /// (`retryable`); the operator vouches that its calls are idempotent.
     pub retryable: bool,
@@ -52,6 +54,17 @@ pub struct ServerConfig {
     pub retryable_tools: Vec<String>,
     /// Why the entry cannot be used (it is then disabled, and `/health` shows this).
     pub disabled_reason: Option<String>,
+}
+
+/// How many connections the pool opens to a server (`"isolation"` in `mcp.servers.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// `"shared"` (the default): one connection serves every client.
+    #[default]
+    Shared,
+    /// `"session"`: a connection (a process, for stdio) per client session, for stateful
+    /// servers and per-user credentials; capped and reaped when idle.
+    Session,
 }
 
 /// The protocol era the pool speaks to a server (`"protocol"` in `mcp.servers.json`).
@@ -237,6 +250,7 @@ const SERVER_KEYS: &[&str] = &[
     "startTimeout",
     "description",
     "protocol",
+    "isolation",
     "retryable",
     "retryableTools",
 ];
@@ -364,6 +378,16 @@ fn parse_server(
             .map_or(Ok(DEFAULT_START_TIMEOUT), |v| {
                 seconds(name, "startTimeout", v)
             })?,
+        isolation: match obj.get("isolation").map(|v| v.as_str()) {
+            None | Some(Some("shared")) => Isolation::Shared,
+            Some(Some("session")) => Isolation::Session,
+            Some(_) => {
+                return Err(server_err(
+                    name,
+                    "\"isolation\" must be \"shared\" (the default) or \"session\"",
+                ));
+            }
+        },
         protocol: match obj.get("protocol").map(|v| v.as_str()) {
             None | Some(Some("2025-11-25")) => Protocol::Handshake,
             Some(Some("2026-07-28")) => Protocol::Modern,

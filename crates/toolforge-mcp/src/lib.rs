@@ -16,6 +16,7 @@ mod catalog;
 pub mod config;
 mod connect;
 mod events;
+mod isolation;
 mod lists;
 mod options;
 pub mod pool;
@@ -26,7 +27,7 @@ mod testing;
 mod upstream;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
-pub use config::{ConfigError, PoolConfig, Protocol, ServerConfig, Transport};
+pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,
     ServerHealth, ServerState,

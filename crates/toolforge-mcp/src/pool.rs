@@ -25,8 +25,9 @@ use toolforge_retry::RetryPolicy;
 use toolforge_select::{Catalog, ToolId};
 
 use crate::cache::{self, CatalogCache, Lookup};
-use crate::config::PoolConfig;
+use crate::config::{Isolation, PoolConfig};
 use crate::events::{self, Servers};
+use crate::isolation::Isolated;
 use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Upstream};
 use crate::{call, catalog, lists, supervise};
@@ -45,6 +46,8 @@ pub struct Pool {
     /// The merged catalog, built once per change of any server's lists.
     merged: parking_lot::Mutex<Option<(u64, Arc<Catalog>)>>,
     retry: RetryPolicy,
+    /// Connections of servers isolated per client session.
+    isolated: Isolated,
 }
 
 impl std::fmt::Debug for Pool {
@@ -103,15 +106,43 @@ impl Pool {
                 Arc::new(Upstream::new(cfg, relay, options.cache.clone()))
             })
             .collect();
+        let cancel = CancellationToken::new();
+        let isolated = Isolated::new(
+            relay_tx.clone(),
+            options.clone(),
+            events.clone(),
+            cancel.clone(),
+        );
         let pool = Arc::new(Self {
             servers,
             overlaps: config.overlaps,
             events,
-            cancel: CancellationToken::new(),
+            cancel,
             tasks: parking_lot::Mutex::new(Vec::new()),
             merged: parking_lot::Mutex::new(None),
             retry: RetryPolicy::default(),
+            isolated,
         });
+        if pool
+            .servers
+            .iter()
+            .any(|u| u.cfg.isolation == Isolation::Session)
+        {
+            // Stop the isolated connections of ended or idle sessions.
+            let weak = Arc::downgrade(&pool);
+            let stop = pool.cancel.clone();
+            let reaper = tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(Duration::from_secs(15)) => {}
+                    }
+                    let Some(pool) = weak.upgrade() else { break };
+                    pool.isolated.reap();
+                }
+            });
+            pool.tasks.lock().push(reaper);
+        }
         // Serve what the cache holds at once; live lists replace it as servers answer.
         let mut cached_servers = std::collections::HashSet::new();
         if let Some(cache) = &options.cache {
@@ -370,7 +401,24 @@ impl Pool {
                 not_retried: None,
             });
         };
+        let up = match self.isolated.upstream_for(&up, ctx.caller.as_ref()) {
+            Ok(up) => up,
+            Err(message) => {
+                return Err(CallFailure {
+                    error: CallError::Rpc(McpError::internal_error(message, None)),
+                    attempts: 0,
+                    retry_reason: None,
+                    not_retried: None,
+                });
+            }
+        };
         call::call_tool(&up, self.retry, params, ctx).await
+    }
+
+    /// How many isolated connections `server` has open (`"isolation": "session"`).
+    #[must_use]
+    pub fn isolated_sessions(&self, server: &str) -> usize {
+        self.isolated.open(server)
     }
 
     /// Before a call naming a tool no server lists is answered "unknown tool": re-reads the

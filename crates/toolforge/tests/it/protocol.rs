@@ -212,6 +212,27 @@ async fn a_stdio_backend_asking_during_calls_of_two_clients_is_refused_not_guess
 }
 
 #[tokio::test]
+async fn a_stdio_backend_isolated_per_session_asks_each_client_about_its_own_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let barrier = dir.path().join("barrier");
+    let backend = json!({
+        "command": tool("venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+        "env": {"ASK_BARRIER_FILE": barrier},
+        "isolation": "session",
+    });
+    let out = overlapping_sampling(backend).await;
+    // A process per session: each request has one possible caller, so none is refused.
+    assert_eq!(out["A"]["text"], "answered by A", "{out}");
+    assert_eq!(out["B"]["text"], "answered by B", "{out}");
+    assert_eq!(out["asked"]["A"], json!(["who answers for A?"]), "{out}");
+    assert_eq!(out["asked"]["B"], json!(["who answers for B?"]), "{out}");
+    // Both calls met in the barrier: they overlapped.
+    let met = std::fs::read_to_string(&barrier).unwrap();
+    assert_eq!(met.lines().count(), 2, "{met}");
+}
+
+#[tokio::test]
 async fn closing_a_session_answers_ok() {
     let served = Served::start(&fixture()).await;
     let (headers, _) = crate::stateless::session_rpc(

@@ -4,7 +4,7 @@
     python asking_backend.py http PORT
 
 Tool `ask(name)`: waits until two calls are in flight at once (so the calls overlap for
-certain, with no timing guess), then sends `sampling/createMessage` to its client for this call
+certain, with no timing guess; across processes through the file ASK_BARRIER_FILE when set), then sends `sampling/createMessage` to its client for this call
 and returns the text of the answer (the handshake era only: a server may not ask mid-call on
 2026-07-28).
 
@@ -13,6 +13,7 @@ Tool `who(name)`: samples the client the way each era allows: mid-call on 2025-1
 """
 
 import asyncio
+import os
 import sys
 from typing import Annotated
 
@@ -31,7 +32,18 @@ async def ask(name: str, ctx: Context) -> str:
     if state["in_flight"] >= state["expect"]:
         all_in.set()
     try:
-        await asyncio.wait_for(all_in.wait(), 30)
+        barrier = os.environ.get("ASK_BARRIER_FILE")
+        if barrier:
+            # One process per client session ("isolation": "session"): the calls meet in a file.
+            with open(barrier, "a") as f:
+                f.write(name + "\n")
+            for _ in range(600):
+                with open(barrier) as f:
+                    if len(f.read().splitlines()) >= state["expect"]:
+                        break
+                await asyncio.sleep(0.05)
+        else:
+            await asyncio.wait_for(all_in.wait(), 30)
         answer = await ctx.session.create_message(
             messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"who answers for {name}?"))],
             max_tokens=16,
