@@ -272,6 +272,10 @@ fn failure(result: &RunResult) -> Option<(StatusCode, String)> {
     };
     match result.halt_reason.as_deref() {
         Some("servers_unavailable") => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
+        // Fail-closed tracing refused the run before anything ran.
+        Some("trace_unavailable") if result.steps.is_empty() => {
+            Some((StatusCode::SERVICE_UNAVAILABLE, message()))
+        }
         Some("model_error") if result.steps.is_empty() => {
             Some((StatusCode::BAD_GATEWAY, message()))
         }

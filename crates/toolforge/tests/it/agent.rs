@@ -417,3 +417,28 @@ async fn chat_answers_503_when_its_servers_are_down_but_dry_run_still_plans() {
     );
     assert_eq!(events.last().unwrap().1["status"], 503);
 }
+
+#[tokio::test]
+async fn fail_closed_tracing_refuses_chat_with_503_when_the_trace_cannot_be_written() {
+    let config = json!({"mcpServers": {"toolkit": {"command": bin(), "args": ["server", "toolkit", "--stdio"]}}});
+    let served = Served::start_with(
+        &config,
+        &[("TRACE_SINK", "/dev/full"), ("TRACE_FAIL_CLOSED", "1")],
+    )
+    .await;
+    // The first record fails to write; from then on every run is refused before it starts.
+    let mut last = (0, Value::Null);
+    for i in 0..3 {
+        let body = json!({"message": "Run this Python: print(1)", "session_id": format!("fc-{i}")});
+        last = post(&served, "/chat", &body).await;
+        if last.0 == 503 {
+            break;
+        }
+    }
+    assert_eq!(last.0, 503, "{}", last.1);
+    assert_eq!(
+        last.1["error"]["halt_reason"], "trace_unavailable",
+        "{}",
+        last.1
+    );
+}
