@@ -119,6 +119,9 @@ pub const CALL_TOOL: &str = "call_tool";
 /// Most results `search_tools` returns.
 pub const MAX_SEARCH_RESULTS: usize = 50;
 
+/// The request header that names the intent the broker's rules apply to on `tools/list`.
+pub const INTENT_HEADER: &str = "x-mcp-intent";
+
 /// The `_meta` key a client puts the user's prompt under, for the selector.
 pub const PROMPT_META_KEY: &str = "toolforge/prompt";
 /// The `_meta` key of a result that says which server ran the call and why.
@@ -161,6 +164,8 @@ pub struct Shared {
     /// The selection over the current catalog (the one decision point for group calls), and
     /// the catalog it was built for.
     selection: Mutex<Option<(Arc<toolforge_select::Catalog>, Arc<Selection>)>>,
+    /// The broker's rules (seed 004) that narrow `tools/list` to a request's intent.
+    rules: RwLock<Rules>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -211,6 +216,7 @@ impl Shared {
             seal: RwLock::new(Arc::new(StateSeal::random())),
             listeners: Arc::new(Listeners::default()),
             selection: Mutex::new(None),
+            rules: RwLock::new(Rules::default()),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -243,6 +249,55 @@ impl Shared {
         Ok(())
     }
 
+    /// `tools`, narrowed to what the broker's rules offer for the request's intent: the
+    /// `x-mcp-intent` header, else the intent detected from its query (`q`, `x-mcp-query`).
+    /// Without rules and without an intent header, `tools` as they are.
+    fn offered(&self, tools: Vec<McpTool>, channels: &RequestChannels) -> Vec<McpTool> {
+        let header = |name: &str| {
+            channels
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        let intent = header(INTENT_HEADER);
+        if self.rules.read().rules.is_empty() && intent.is_none() {
+            return tools;
+        }
+        let message = header("x-mcp-query")
+            .or_else(|| {
+                channels
+                    .query
+                    .iter()
+                    .find(|(k, _)| k == "q")
+                    .map(|(_, v)| v.as_str())
+            })
+            .unwrap_or_default();
+        let offer = self.selection().offer(&toolforge_select::OfferRequest {
+            intent,
+            ..toolforge_select::OfferRequest::new(message)
+        });
+        let offered: HashSet<ToolId> = offer.ids().into_iter().collect();
+        let presentation = self.presentation();
+        let shown: HashSet<&str> = presentation
+            .tools()
+            .iter()
+            .filter(|e| e.members.iter().any(|m| offered.contains(m)))
+            .map(|e| e.name.as_str())
+            .collect();
+        tools
+            .into_iter()
+            .filter(|t| shown.contains(t.name.as_ref()))
+            .collect()
+    }
+
+    /// The broker's rules from now on: a `tools/list` then shows the tools the rules offer for
+    /// the request's intent (`x-mcp-intent`, else detected from its query).
+    pub fn set_rules(&self, rules: Rules) {
+        *self.rules.write() = rules;
+        *self.selection.lock() = None;
+    }
+
     /// The selection over the pool's current catalog, built once per catalog generation.
     fn selection(&self) -> Arc<Selection> {
         let catalog = self.pool.shared_catalog();
@@ -257,7 +312,7 @@ impl Shared {
             ..Limits::default()
         };
         let selection = Arc::new(
-            Selection::new((*catalog).clone(), Rules::default(), limits)
+            Selection::new((*catalog).clone(), self.rules.read().clone(), limits)
                 .with_route_embedder(&|t| self.embedder.embed_one(t)),
         );
         *slot = Some((catalog, selection.clone()));
@@ -1206,7 +1261,13 @@ impl ServerHandler for Gateway {
             let scope = self.shared.scope(&channels);
             self.shared.scoped_tool_list(&scope)
         };
-        let hints = self.cache_hints(&channels);
+        let listed = tools.len();
+        let tools = self.shared.offered(tools, &channels);
+        let mut hints = self.cache_hints(&channels);
+        if tools.len() != listed {
+            // The broker narrowed it for this request's intent.
+            hints.scope = CacheScope::Private;
+        }
         Ok(hints.apply(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {
                 ToolMode::Direct => tools,

@@ -13,6 +13,10 @@ pub struct Args {
     /// How tool names are exposed.
     #[arg(long, value_enum, default_value = "auto")]
     pub namespace: super::serve::NamespaceArg,
+    /// Broker rule file (YAML or JSON; default: the configuration's
+    /// "toolforge": {"broker": {"rules": FILE}}); narrows tools/list to a request's intent.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
     #[command(flatten)]
@@ -21,7 +25,9 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let visibility = args.visibility.config()?;
+    let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
+    let rules = super::broker::rules_for(args.rules.as_deref(), &config.settings, &config_path)?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
@@ -30,6 +36,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.tool_mode.mode(),
     );
     crate::config::apply_state_key(&shared)?;
+    shared.set_rules(rules);
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),

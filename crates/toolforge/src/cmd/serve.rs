@@ -96,6 +96,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.tool_mode.mode(),
     );
     crate::config::apply_state_key(&shared)?;
+    shared.set_rules(rules.clone());
     let agent =
         match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
             Ok(agent) => Arc::new(agent),

@@ -421,3 +421,74 @@ async fn a_backend_that_cannot_start_is_explained_without_type_names() {
         "a Rust type name in /health: {error}"
     );
 }
+
+#[tokio::test]
+async fn broker_rules_narrow_tools_list_to_the_requests_intent() {
+    let dir = tempfile::tempdir().unwrap();
+    // A go-toolbroker rule file, unchanged: for intent "media" only the media tools.
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"rules": [{"name": "media-only", "intent": "media", "priority": 10,
+            "match": {"patterns": ["test_image_content", "test_audio_content"]},
+            "action": {"type": "include"}}]}"#,
+    )
+    .unwrap();
+    let served =
+        Served::start_full(&fixture(), &[], &["--rules", &rules.display().to_string()]).await;
+    served
+        .wait_health(60, |h| {
+            crate::server_state(h, "conformance")["state"] == "ready"
+        })
+        .await;
+    let list = |intent: Option<&'static str>| {
+        let url = served.mcp();
+        async move {
+            let mut request = reqwest::Client::new()
+                .post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/list");
+            if let Some(intent) = intent {
+                request = request.header("x-mcp-intent", intent);
+            }
+            let text = request
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let body = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .find(|d| !d.trim().is_empty())
+                .unwrap_or(&text)
+                .to_owned();
+            let v: Value = serde_json::from_str(body.trim()).unwrap();
+            let names: Vec<String> = v["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect();
+            (names, v["result"]["cacheScope"].clone())
+        }
+    };
+    let (media, scope) = list(Some("media")).await;
+    assert_eq!(
+        media,
+        ["test_image_content", "test_audio_content"],
+        "{media:?}"
+    );
+    assert_eq!(scope, "private");
+    // No intent asked and none detected: the rules for "*" (none here) keep every tool.
+    let (all, _) = list(None).await;
+    assert!(all.len() > 10, "{all:?}");
+}
