@@ -119,6 +119,10 @@ pub const CALL_TOOL: &str = "call_tool";
 /// Most results `search_tools` returns.
 pub const MAX_SEARCH_RESULTS: usize = 50;
 
+/// The `_meta` key of a `tools/list` whose search query matched no tool (the whole visible set
+/// is listed then, as seed 001 says).
+pub const QUERY_MATCHED_META_KEY: &str = "toolforge/queryMatched";
+
 /// The request header that names the intent the broker's rules apply to on `tools/list`.
 pub const INTENT_HEADER: &str = "x-mcp-intent";
 
@@ -1255,10 +1259,12 @@ impl ServerHandler for Gateway {
         self.shared.pool.settled(START_GRACE).await;
         let channels = crate::visible::session_channels(&self.session_query, &ctx);
         self.listed.lock().clone_from(&Some(channels.clone()));
+        let mut query_matched = None;
         let tools = if self.shared.visibility.is_open() && channels.is_empty() {
             self.shared.tool_list()
         } else {
             let scope = self.shared.scope(&channels);
+            query_matched = scope.query_matched();
             self.shared.scoped_tool_list(&scope)
         };
         let listed = tools.len();
@@ -1268,7 +1274,7 @@ impl ServerHandler for Gateway {
             // The broker narrowed it for this request's intent.
             hints.scope = CacheScope::Private;
         }
-        Ok(hints.apply(ListToolsResult::with_all_items(
+        let mut result = hints.apply(ListToolsResult::with_all_items(
             match &self.shared.tool_mode {
                 ToolMode::Direct => tools,
                 ToolMode::Search { pinned } => {
@@ -1281,7 +1287,15 @@ impl ServerHandler for Gateway {
                     listed
                 }
             },
-        )))
+        ));
+        if query_matched == Some(false) {
+            // The search matched nothing, so the whole visible set is listed: say so.
+            result
+                .meta
+                .get_or_insert_with(Default::default)
+                .insert(QUERY_MATCHED_META_KEY.to_owned(), Value::Bool(false));
+        }
+        Ok(result)
     }
 
     async fn call_tool(

@@ -401,6 +401,25 @@ async fn list_answers_say_how_long_and_for_whom_they_may_be_cached() {
         Some(1),
         "{narrowed}"
     );
+    // A search that matches nothing lists everything visible, and says so.
+    let none = modern_rpc(&served, "?q=zzqqxxnothing", "tools/list", json!({})).await;
+    assert_eq!(
+        none["result"]["_meta"]["toolforge/queryMatched"], false,
+        "{none}"
+    );
+    assert!(
+        none["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 10),
+        "{none}"
+    );
+    let some = modern_rpc(&served, "?q=simple", "tools/list", json!({})).await;
+    assert!(
+        some["result"]["_meta"]
+            .get("toolforge/queryMatched")
+            .is_none(),
+        "{some}"
+    );
 }
 
 #[tokio::test]
