@@ -782,3 +782,29 @@ async fn fail_closed_refuses_to_run_while_the_trace_cannot_be_written() {
     assert_eq!(backend.calls.lock().len(), 1);
     assert!(sink.lost_records() >= 1);
 }
+
+/// The wire formats a run produces, pinned: the `/chat` response body (`RunResult`) and the
+/// trace records (schema "1" plus `kind`). A change to either is a change for every reader
+/// (clients, `cost-report`, dashboards) and shows up here as a snapshot diff. Values that vary
+/// per run (session id, times, latencies) are redacted.
+#[tokio::test]
+async fn wire_formats_of_a_run_and_its_trace() {
+    let backend = Arc::new(FakeBackend::default());
+    let model = Arc::new(Scripted::new(vec![vec![
+        Content::text("Reading."),
+        call("a", "read_file", json!({"path": "README.md"})),
+    ]]));
+    let (agent, dir) = agent_with(backend, model, AgentConfig::default()).await;
+    let mut req = request("Use the fs server to read README.md");
+    req.session_id = Some("wire-1".into());
+    let r = agent.run(req, None).await;
+    let records = traces(&agent, &dir).await;
+    insta::assert_json_snapshot!("run_result", r, {
+        ".**.latency_ms" => "[latency]",
+        ".**.duration_ms" => "[duration]",
+    });
+    insta::assert_json_snapshot!("trace_records", records, {
+        "[].timestamp" => "[timestamp]",
+        "[].latency_ms" => "[latency]",
+    });
+}
