@@ -7,8 +7,14 @@
 //
 // Sampling is answered with "fixed model answer"; elicitation is accepted with {"name": "Ada"}.
 // Prints one JSON object: {"protocol", "tools": [names], "divide", "divide_by_zero", "count",
-// "progress": [[progress, total]], "ask_model", "ask_user", "read", "prompt"}; a step that threw
-// holds {"error": message}.
+// "progress": [[progress, total]], "progress_wire": [[progress, total]], "ask_model", "ask_user",
+// "read", "prompt"}; a step that threw holds {"error": message}.
+//
+// "progress" holds what reached the SDK's onprogress callback, "progress_wire" the progress
+// notifications the transport received. They differ when a notification arrives in the same read
+// as its call's response: SDK 1.x handles notifications a microtask later than responses and
+// drops progress for a call that has already ended (it does so with the fastmcp server directly
+// too, without the gateway).
 "use strict";
 
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
@@ -36,7 +42,7 @@ async function step(run) {
 }
 
 async function main() {
-  const out = { progress: [] };
+  const out = { progress: [], progress_wire: [] };
   const client = new Client(
     { name: "toolforge-sdk-test", version: "1.0.0" },
     { capabilities: { sampling: {}, elicitation: {} } },
@@ -49,6 +55,13 @@ async function main() {
   client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: { name: "Ada" } }));
   const t = transport(process.argv.slice(2));
   await client.connect(t);
+  const deliver = t.onmessage;
+  t.onmessage = (message, extra) => {
+    if (message.method === "notifications/progress") {
+      out.progress_wire.push([message.params.progress, message.params.total]);
+    }
+    deliver(message, extra);
+  };
   out.protocol = t.protocolVersion ?? null;
   out.tools = (await client.listTools()).tools.map((tool) => tool.name);
 
