@@ -1,7 +1,8 @@
 //! The SDK clients people install, each in its default mode, through `/mcp` and
 //! `gateway --stdio`, with a fastmcp server (`tests/python/fastmcp_server.py`) behind the
-//! gateway: fastmcp's own `Client` (it speaks 2026-07-28 first) and the official TypeScript
-//! SDK's `Client` (the handshake era). Each calls a tool with structured output, a tool that
+//! gateway: fastmcp's own `Client` (it speaks 2026-07-28 first), the official TypeScript
+//! SDK's `Client` (the handshake era) and the official Python SDK's `mcp.Client` (2026-07-28;
+//! without elicitation and progress, which its test script does not answer). Each calls a tool with structured output, a tool that
 //! fails, a tool that reports progress, a tool that samples the client and one that elicits from
 //! it, reads a resource and gets a prompt. The backend is started with the default protocol (the
 //! handshake era) and with `"protocol": "auto"` (2026-07-28, since fastmcp offers it).
@@ -86,6 +87,41 @@ async fn typescript_client(target: Vec<String>) -> Value {
         .display()
         .to_string();
     run(&node(), &args, &[("NODE_PATH", modules)]).await
+}
+
+/// The Python SDK's `mcp.Client` in its default mode (`tests/python/modern_client.py`; it has no
+/// elicitation callback and no progress callback).
+async fn python_sdk_client(target: Vec<String>) -> Value {
+    let mut args = vec![
+        root()
+            .join("crates/toolforge/tests/python/modern_client.py")
+            .display()
+            .to_string(),
+    ];
+    let stdio = target.first().is_some_and(|t| t == "stdio");
+    args.extend(target);
+    if stdio {
+        args.push("--".to_owned());
+    }
+    for a in [
+        "--call",
+        "divide",
+        r#"{"a": 7, "b": 2}"#,
+        "--call",
+        "divide",
+        r#"{"a": 1, "b": 0}"#,
+        "--call",
+        "ask_model",
+        r#"{"question": "what is the answer?"}"#,
+        "--read",
+        "fixture://greeting",
+        "--prompt",
+        "greet",
+        r#"{"name": "Ada"}"#,
+    ] {
+        args.push(a.to_owned());
+    }
+    run(&tool("venv/bin/python"), &args, &[]).await
 }
 
 /// The `stdio COMMAND ARGS...` target that starts `toolforge gateway --stdio` over `config`,
@@ -195,6 +231,29 @@ async fn fastmcp_client_is_asked_by_a_handshake_era_backend() {
     let (http, stdio) = over_http_and_stdio(&config(None), fastmcp_client).await;
     assert_asks_answered(&http);
     assert_asks_answered(&stdio);
+}
+
+#[tokio::test]
+async fn python_sdk_with_a_2026_07_28_backend_over_http_and_stdio() {
+    let (http, stdio) = over_http_and_stdio(&config(Some("auto")), python_sdk_client).await;
+    for out in [&http, &stdio] {
+        assert_eq!(out["protocol"], "2026-07-28", "{out}");
+        let calls = &out["calls"];
+        assert_eq!(calls[0]["structured"], json!({"quotient": 3.5}), "{out}");
+        assert_eq!(calls[1]["is_error"], true, "{out}");
+        assert_eq!(calls[1]["text"], "cannot divide by zero", "{out}");
+        assert_eq!(calls[2]["is_error"], false, "{out}");
+        assert_eq!(
+            calls[2]["text"], "model said: answered by the modern client",
+            "{out}"
+        );
+        assert_eq!(out["reads"][0]["text"], "greetings from fastmcp", "{out}");
+        assert_eq!(
+            out["prompts"][0]["texts"],
+            json!(["Please greet Ada warmly."]),
+            "{out}"
+        );
+    }
 }
 
 #[tokio::test]
