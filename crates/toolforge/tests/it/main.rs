@@ -15,6 +15,7 @@ mod overlaps;
 mod protocol;
 mod real_servers;
 mod retrieval;
+mod sdk_clients;
 mod selection;
 mod stateless;
 mod visibility;
