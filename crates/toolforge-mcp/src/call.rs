@@ -285,6 +285,9 @@ async fn attempt_call(
         return Err(timed_out());
     };
     cancel_guard.peer = None;
+    if ctx.progress.is_some() {
+        up.relay.settle_progress().await;
+    }
     drop(guard);
     match answer {
         Ok(ServerResult::CallToolResult(result)) => Ok(result),

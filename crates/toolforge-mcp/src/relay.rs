@@ -140,6 +140,8 @@ pub(crate) struct RelayState {
     next: AtomicU64,
     events: mpsc::UnboundedSender<PoolEvent>,
     fallback: ElicitationFallback,
+    /// Progress notifications being relayed right now (see [`Relay::settle_progress`]).
+    relaying: AtomicU64,
 }
 
 /// The `ClientHandler` of one backend connection.
@@ -177,6 +179,15 @@ impl Drop for CallGuard {
     }
 }
 
+/// Counts one relayed progress notification as done when dropped.
+struct Relaying<'a>(&'a AtomicU64);
+
+impl Drop for Relaying<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn token_key(t: &ProgressToken) -> String {
     match &t.0 {
         NumberOrString::Number(n) => format!("n:{n}"),
@@ -198,6 +209,7 @@ impl Relay {
             next: AtomicU64::new(1),
             events,
             fallback,
+            relaying: AtomicU64::new(0),
         }))
     }
 
@@ -215,6 +227,24 @@ impl Relay {
             state: self.0.clone(),
             id,
             token: None,
+        }
+    }
+
+    /// Lets the progress a backend sent before its answer reach the caller before the answer
+    /// does. rmcp hands each notification to a task of its own but the answer straight to the
+    /// waiting call, so a call can finish while its last progress is still on the way; the
+    /// caller would then get it after the answer (on a closed stream), or not at all. This
+    /// yields to those tasks and waits, briefly and boundedly, until none is relaying.
+    pub(crate) async fn settle_progress(&self) {
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+            if self.0.relaying.load(Ordering::Acquire) == 0 {
+                // One more round for a task that was scheduled but has not started yet.
+                tokio::task::yield_now().await;
+                if self.0.relaying.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+            }
         }
     }
 
@@ -444,6 +474,8 @@ impl ClientHandler for Relay {
         params: ProgressNotificationParam,
         _ctx: NotificationContext<RoleClient>,
     ) {
+        self.0.relaying.fetch_add(1, Ordering::AcqRel);
+        let _done = Relaying(&self.0.relaying);
         let target = self
             .0
             .progress
