@@ -105,6 +105,14 @@ impl Caller {
         self
     }
 
+    /// Whether the caller speaks 2026-07-28 or later, where a server cannot ask a client
+    /// mid-call (it answers `input_required` instead).
+    fn is_modern(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_none_or(|i| !i.protocol_version.has_initialize())
+    }
+
     fn declared(&self) -> ClientCapabilities {
         self.capabilities
             .clone()
@@ -343,6 +351,19 @@ impl Relay {
         )
     }
 
+    fn modern_caller(&self, what: &str) -> McpError {
+        McpError::invalid_request(
+            format!(
+                "server \"{}\" asked for {what} mid-call, but the calling client speaks MCP \
+                 2026-07-28, where a server cannot ask a client mid-call; if the server speaks \
+                 2026-07-28 too, give it \"protocol\": \"auto\" so that it asks with \
+                 input_required, which toolforge relays",
+                self.0.server
+            ),
+            None,
+        )
+    }
+
     fn not_declared(&self, capability: &str) -> McpError {
         McpError::invalid_request(
             format!(
@@ -407,6 +428,9 @@ impl ClientHandler for Relay {
             Owner::Nobody => return Err(self.no_caller(what)),
             Owner::Ambiguous(n) => return Err(self.ambiguous(what, n)),
         };
+        if caller.is_modern() {
+            return Err(self.modern_caller("sampling"));
+        }
         if caller.declared().sampling.is_none() {
             return Err(self.not_declared("sampling"));
         }
@@ -440,6 +464,9 @@ impl ClientHandler for Relay {
                 return Err(self.ambiguous("elicitation (elicitation/create)", n));
             }
         };
+        if caller.is_modern() {
+            return Err(self.modern_caller("elicitation"));
+        }
         if caller.declared().elicitation.is_none() {
             return Err(self.not_declared("elicitation"));
         }
