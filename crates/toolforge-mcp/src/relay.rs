@@ -150,6 +150,10 @@ pub(crate) struct RelayState {
     fallback: ElicitationFallback,
     /// Progress notifications being relayed right now (see [`Relay::settle_progress`]).
     relaying: AtomicU64,
+    /// The last progress value relayed per token, and the lock that keeps check and send in
+    /// one order: rmcp hands each notification to a task of its own, so two of one call can
+    /// race; progress must increase (the spec's MUST), so a stale one is dropped.
+    progress_sent: tokio::sync::Mutex<HashMap<String, f64>>,
 }
 
 /// The `ClientHandler` of one backend connection.
@@ -183,6 +187,9 @@ impl Drop for CallGuard {
         self.state.in_flight.lock().retain(|f| f.id != self.id);
         if let Some(t) = &self.token {
             self.state.progress.lock().remove(t);
+            if let Ok(mut sent) = self.state.progress_sent.try_lock() {
+                sent.remove(t);
+            }
         }
     }
 }
@@ -218,6 +225,7 @@ impl Relay {
             events,
             fallback,
             relaying: AtomicU64::new(0),
+            progress_sent: tokio::sync::Mutex::new(HashMap::new()),
         }))
     }
 
@@ -510,6 +518,16 @@ impl ClientHandler for Relay {
             .get(&token_key(&params.progress_token))
             .cloned();
         if let Some((peer, original)) = target {
+            let key = token_key(&params.progress_token);
+            let mut sent = self.0.progress_sent.lock().await;
+            if sent.get(&key).is_some_and(|last| params.progress <= *last) {
+                tracing::debug!(server = %self.0.server, "stale progress dropped (overtaken)");
+                return;
+            }
+            if sent.len() >= 4096 {
+                sent.clear();
+            }
+            sent.insert(key, params.progress);
             let mut params = params;
             params.progress_token = original;
             if let Err(e) = peer.notify_progress(params).await {
