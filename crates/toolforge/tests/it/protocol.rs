@@ -346,6 +346,17 @@ async fn a_changed_or_foreign_request_state_is_refused() {
 
 /// One stateless 2026-07-28 request to `/mcp{query}`; the JSON-RPC answer.
 async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -> Value {
+    modern_rpc_with(served, query, method, params, &[]).await
+}
+
+/// [`modern_rpc`] with extra request headers.
+async fn modern_rpc_with(
+    served: &Served,
+    query: &str,
+    method: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> Value {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -359,6 +370,9 @@ async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -
         .header("mcp-method", method);
     if let Some(name) = params["name"].as_str() {
         request = request.header("mcp-name", name);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let text = request
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
@@ -461,36 +475,11 @@ async fn broker_rules_narrow_tools_list_to_the_requests_intent() {
         })
         .await;
     let list = |intent: Option<&'static str>| {
-        let url = served.mcp();
+        let served = &served;
         async move {
-            let mut request = reqwest::Client::new()
-                .post(url)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/list");
-            if let Some(intent) = intent {
-                request = request.header("x-mcp-intent", intent);
-            }
-            let text = request
-                .json(
-                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
-                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
-                )
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            let body = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .find(|d| !d.trim().is_empty())
-                .unwrap_or(&text)
-                .to_owned();
-            let v: Value = serde_json::from_str(body.trim()).unwrap();
+            let headers: Vec<(&str, &str)> =
+                intent.map(|i| ("x-mcp-intent", i)).into_iter().collect();
+            let v = modern_rpc_with(served, "", "tools/list", json!({}), &headers).await;
             let names: Vec<String> = v["result"]["tools"]
                 .as_array()
                 .unwrap()
