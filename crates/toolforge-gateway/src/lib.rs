@@ -4,7 +4,9 @@
 //! It never starts servers itself (the pool does) and never reads the environment (the binary
 //! passes options).
 
+mod cache_hints;
 pub mod chat;
+mod group_annotations;
 pub mod http;
 pub mod listen;
 pub mod listener;

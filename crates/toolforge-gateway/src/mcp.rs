@@ -33,6 +33,8 @@ use toolforge_llm::embed::HashingEmbedder;
 use toolforge_mcp::{CallContext, Caller, Pool, PoolEvent};
 use toolforge_select::ToolId;
 
+use crate::cache_hints::CacheHints;
+use crate::group_annotations::group_annotations;
 use crate::listen::{Change, Listeners};
 use crate::mrtr::{self, StateSeal};
 use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_SESSION, Subscriptions, TooMany};
@@ -40,43 +42,6 @@ use crate::visible::{Prepared, PreparedCache, RequestChannels, Scope, Visibility
 use toolforge_select::broker::Rules;
 use toolforge_select::presentation::{Namespace, Presentation, Resolved, SEP};
 use toolforge_select::{Call, Limits, Selection};
-
-/// How long a client may reuse a list answer without asking again (2026-07-28 `ttlMs`): lists
-/// change when a backend's do, and clients on a `subscriptions/listen` stream hear of it.
-pub const LIST_TTL_MS: u64 = 30_000;
-
-/// The cache hints of one list answer.
-struct CacheHints {
-    scope: CacheScope,
-}
-
-macro_rules! with_hints {
-    ($($t:ty),*) => {$(
-        impl Hinted for $t {
-            fn hinted(self, scope: CacheScope) -> Self {
-                self.with_ttl_ms(LIST_TTL_MS).with_cache_scope(scope)
-            }
-        }
-    )*};
-}
-
-/// A list result that carries cache hints.
-trait Hinted {
-    fn hinted(self, scope: CacheScope) -> Self;
-}
-
-with_hints!(
-    ListToolsResult,
-    ListResourcesResult,
-    ListResourceTemplatesResult,
-    ListPromptsResult
-);
-
-impl CacheHints {
-    fn apply<T: Hinted>(&self, result: T) -> T {
-        result.hinted(self.scope)
-    }
-}
 
 /// What follows a backend's `input_required`.
 enum NextRound {
@@ -763,14 +728,7 @@ impl Gateway {
     /// when nothing narrowed it, else private to this client (it shows what this request may
     /// see).
     fn cache_hints(&self, channels: &RequestChannels) -> CacheHints {
-        let narrowed = !(self.shared.visibility.is_open() && channels.is_empty());
-        CacheHints {
-            scope: if narrowed {
-                CacheScope::Private
-            } else {
-                CacheScope::Public
-            },
-        }
+        CacheHints::narrowed(!(self.shared.visibility.is_open() && channels.is_empty()))
     }
 
     /// The client call `ctx` is, for relaying what a backend asks during it.
@@ -1149,43 +1107,6 @@ fn search_meta_tools() -> Vec<McpTool> {
     defs.into_iter()
         .filter_map(|d| serde_json::from_value(d).ok())
         .collect()
-}
-
-/// The annotations of an overlap group, from its members' (any one of which may run a call):
-/// destructive or open-world if any member is, read-only or idempotent only if all are. A hint
-/// no member gives stays unset.
-fn group_annotations(members: &[Option<McpTool>]) -> Option<Value> {
-    let hints: Vec<Value> = members
-        .iter()
-        .map(|m| {
-            m.as_ref()
-                .and_then(|t| t.annotations.as_ref())
-                .and_then(|a| serde_json::to_value(a).ok())
-                .unwrap_or(Value::Null)
-        })
-        .collect();
-    let mut out = serde_json::Map::new();
-    for (key, any) in [
-        ("destructiveHint", true),
-        ("openWorldHint", true),
-        ("readOnlyHint", false),
-        ("idempotentHint", false),
-    ] {
-        let given: Vec<Option<bool>> = hints
-            .iter()
-            .map(|h| h.get(key).and_then(Value::as_bool))
-            .collect();
-        if given.iter().all(Option::is_none) {
-            continue;
-        }
-        let value = if any {
-            given.contains(&Some(true))
-        } else {
-            given.iter().all(|v| *v == Some(true))
-        };
-        out.insert(key.to_owned(), Value::Bool(value));
-    }
-    (!out.is_empty()).then_some(Value::Object(out))
 }
 
 /// A backend's tool result as this gateway answers it. Results relayed from servers on earlier
@@ -1607,41 +1528,6 @@ impl ServerHandler for Gateway {
     ) -> Result<(), McpError> {
         self.shared.pool.set_level(req.level).await;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod group_tests {
-    use super::*;
-
-    fn tool(annotations: Value) -> Option<McpTool> {
-        serde_json::from_value(json!({
-            "name": "t", "inputSchema": {"type": "object"}, "annotations": annotations
-        }))
-        .ok()
-    }
-
-    #[test]
-    fn a_group_is_destructive_if_any_member_is_and_read_only_only_if_all_are() {
-        let members = [
-            tool(json!({"readOnlyHint": true, "destructiveHint": false})),
-            tool(json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true})),
-        ];
-        let a = group_annotations(&members).unwrap();
-        assert_eq!(a["destructiveHint"], true);
-        assert_eq!(a["readOnlyHint"], false);
-        // Only one member says idempotent: not all are.
-        assert_eq!(a["idempotentHint"], false);
-        assert!(a.get("openWorldHint").is_none(), "no member gave it: {a}");
-        let all_read_only = [
-            tool(json!({"readOnlyHint": true})),
-            tool(json!({"readOnlyHint": true})),
-        ];
-        assert_eq!(
-            group_annotations(&all_read_only).unwrap()["readOnlyHint"],
-            true
-        );
-        assert!(group_annotations(&[tool(json!({})), None]).is_none());
     }
 }
 
