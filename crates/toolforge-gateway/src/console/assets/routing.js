@@ -52,10 +52,13 @@ function explain(data) {
         h("strong", {}, `${d.server}/${d.tool}`), " by ", h("code", {}, d.selection_rule),
         ` (alternatives: ${alternatives})`),
       h("p", {}, "Candidates: ", chips(d.candidates)),
-      table(["rule", "outcome", "evidence"], d.trace.map((t) => ({
-        attrs: { "data-rule": t.rule, class: `outcome-${t.outcome}` },
-        cells: [h("code", {}, t.rule), t.outcome, t.evidence || "—"],
-      })), { id: "routing-trace" })));
+      d.trace.length
+        ? table(["rule", "outcome", "evidence"], d.trace.map((t) => ({
+          attrs: { "data-rule": t.rule, class: `outcome-${t.outcome}` },
+          cells: [h("code", {}, t.rule), t.outcome, t.evidence || "—"],
+        })), { id: "routing-trace" })
+        : note("One candidate can run this call, so no rule had to decide. "
+          + "The tools of an overlap group are decided by the five rules, each with its evidence.")));
   } else {
     parts.push(note("Name a tool to see which server would run the call."));
   }
