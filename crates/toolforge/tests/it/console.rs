@@ -117,17 +117,20 @@ async fn every_console_page_works_in_headless_chromium() {
         "{vis:#}"
     );
 
-    // Routing: a decision with the rules' evidence, and an offer.
+    // Routing: the selector's decision (one candidate: no rule needed) and the broker's offer.
     let routing = &pages["routing"];
-    assert!(
-        routing["decision"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("toolkit/"),
+    assert_eq!(
+        routing["decision"], "toolkit/sql_query by single-candidate (alternatives: none)",
         "{routing:#}"
     );
-    assert!(!strings(&routing["rules"]).is_empty(), "{routing:#}");
-    assert!(!strings(&routing["offered"]).is_empty(), "{routing:#}");
+    assert_eq!(
+        strings(&routing["rules"]),
+        Vec::<String>::new(),
+        "{routing:#}"
+    );
+    let mut offered = strings(&routing["offered"]);
+    offered.sort();
+    assert_eq!(offered, expected, "no rules: every tool is offered");
 
     // Live trace: the /chat made while the page was open, with its steps.
     let trace = &pages["trace"];
