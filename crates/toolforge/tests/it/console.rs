@@ -3,7 +3,8 @@
 //! with no console error, the catalog shows the bundled toolkit's tools, a visibility preview
 //! with `?tools=sql_query` shows one tool, and the live trace shows a `/chat` made meanwhile.
 //!
-//! `TOOLFORGE_CONSOLE_SCREENSHOTS=docs/console` (a directory) also saves each page as a PNG.
+//! Each page is saved as a PNG in [`screenshots`] (under the build's temporary directory; the
+//! ones in `docs/console/` are copies).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,6 +36,11 @@ fn chromium() -> PathBuf {
     path
 }
 
+/// Where the browser script saves a screenshot of each page.
+fn screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots")
+}
+
 async fn drive(base: &str) -> Value {
     let mut command = tokio::process::Command::new(tool("venv/bin/python"));
     command
@@ -42,9 +48,8 @@ async fn drive(base: &str) -> Value {
         .args(["--base", base, "--chromium"])
         .arg(chromium())
         .kill_on_drop(true);
-    if let Some(dir) = std::env::var_os("TOOLFORGE_CONSOLE_SCREENSHOTS") {
-        command.arg("--screenshots").arg(root().join(dir));
-    }
+    std::fs::create_dir_all(screenshots()).expect("a directory for the screenshots");
+    command.arg("--screenshots").arg(screenshots());
     let out = tokio::time::timeout(Duration::from_secs(300), command.output())
         .await
         .expect("the browser script finished within 300 s")
