@@ -6,6 +6,7 @@
 
 mod cache_hints;
 pub mod chat;
+pub mod drain;
 mod group_annotations;
 pub mod http;
 pub mod listen;
@@ -13,14 +14,17 @@ pub mod listener;
 pub mod mcp;
 mod mcp_guard;
 pub mod mcp_sessions;
+pub mod metrics;
 pub mod mrtr;
 mod subscriptions;
 pub mod visible;
 
+pub use drain::Drain;
 pub use http::{HttpOptions, health, router, serve, tool_rows};
 pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};
 pub use mcp_sessions::SessionLimits;
+pub use metrics::Metrics;
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///
