@@ -17,6 +17,7 @@ pub mod mcp_sessions;
 pub mod metrics;
 pub mod mrtr;
 mod subscriptions;
+mod uri_template;
 pub mod visible;
 
 pub use drain::Drain;

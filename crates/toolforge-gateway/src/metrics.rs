@@ -194,7 +194,7 @@ impl Metrics {
             .update(&[model, "input"], |n| *n += run.tokens_in);
         self.tokens
             .update(&[model, "output"], |n| *n += run.tokens_out);
-        if run.halt_reason.as_deref() == Some("model_error") {
+        if run.halt_reason == Some(toolforge_agent::halt::HaltReason::ModelError) {
             self.errors.update(&["model"], |n| *n += 1);
         }
         for step in run.steps.iter().filter(|s| s.executed) {
