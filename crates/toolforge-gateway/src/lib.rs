@@ -8,6 +8,7 @@ mod cache_hints;
 pub mod chat;
 mod group_annotations;
 pub mod http;
+pub mod identity;
 pub mod listen;
 pub mod listener;
 pub mod mcp;
