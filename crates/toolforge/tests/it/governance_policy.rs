@@ -15,7 +15,7 @@ const BOB: &str = "bob-key-0123456789abc";
 const CAROL: &str = "carol-key-0123456789ab";
 
 /// Bob may not see the `mirror` server at all, call `test_error_handling`, read the binary
-/// resource, get the image prompt, or pass a `secret` argument; Carol is rate-limited.
+/// resource, get the image prompt (of either server), or pass a `secret` argument; Carol is rate-limited.
 const POLICY: &str = r#"
 @id("everyone") permit(principal, action, resource);
 
@@ -29,7 +29,8 @@ forbid(principal == User::"bob", action == Action::"call", resource == Tool::"co
 forbid(principal == User::"bob", action == Action::"read", resource == Resource::"test://static-binary");
 
 @id("bob-no-image-prompt")
-forbid(principal == User::"bob", action == Action::"prompt", resource == Prompt::"conf/test_prompt_with_image");
+forbid(principal == User::"bob", action == Action::"prompt", resource is Prompt)
+when { resource.name == "test_prompt_with_image" };
 
 @id("no-secrets-in-arguments")
 forbid(principal, action == Action::"call", resource) when { context.arguments has secret };
