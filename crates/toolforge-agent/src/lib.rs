@@ -8,6 +8,7 @@ pub mod answer;
 pub mod backend;
 pub mod cost;
 pub mod governance;
+pub mod halt;
 pub mod metrics;
 pub mod run;
 pub mod session;
