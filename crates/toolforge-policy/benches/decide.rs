@@ -8,7 +8,7 @@ use toolforge_policy::{Action, Annotations, Policies, Request, Target, ToolRef};
 const POLICY: &str = r#"
 @id("everyone-lists") permit(principal, action in [Action::"list", Action::"search"], resource);
 @id("read-only") permit(principal, action == Action::"call", resource is Tool) when { resource.annotations.readOnly };
-@id("ops") permit(principal in [User::"alice", User::"ops-bot"], action == Action::"call", resource);
+@id("ops") permit(principal, action == Action::"call", resource) when { principal in [User::"alice", User::"ops-bot"] };
 @id("no-destructive") forbid(principal, action == Action::"call", resource is Tool) when { resource.annotations.destructive && !(resource.tags.contains("safe")) };
 @id("no-etc") forbid(principal, action == Action::"call", resource) when { context.arguments has path && context.arguments.path like "/etc/*" };
 "#;

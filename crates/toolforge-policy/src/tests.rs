@@ -292,3 +292,44 @@ fn annotations_take_the_mcp_defaults() {
         Annotations::default()
     );
 }
+
+#[test]
+fn the_worked_policy_of_the_docs_loads_and_decides_as_they_say() {
+    let doc = include_str!("../../../docs/governance.md");
+    let start = doc.find("```cedar\n").unwrap() + "```cedar\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let p = Policies::parse(&doc[start..end]).unwrap();
+    let none: [String; 0] = [];
+    let fs = |name| tool("filesystem", name, &none, SAFE_WRITE);
+    assert_eq!(
+        decide(&p, "bob", Action::Call, fs("write_file"), None),
+        (false, "default-deny".to_owned())
+    );
+    assert!(decide(&p, "alice", Action::Call, fs("write_file"), None).0);
+    assert!(
+        !decide(
+            &p,
+            "bob",
+            Action::List,
+            tool("admin", "x", &none, READ_ONLY),
+            None
+        )
+        .0
+    );
+    let etc = json!({"path": "/etc/passwd"});
+    let read = tool("filesystem", "read_text_file", &none, READ_ONLY);
+    assert_eq!(
+        decide(&p, "bob", Action::Call, read, Some(&etc)),
+        (false, "no-etc".to_owned())
+    );
+    assert_eq!(
+        decide(
+            &p,
+            "alice",
+            Action::Call,
+            tool("fs", "rm", &none, Annotations::default()),
+            None
+        ),
+        (false, "no-destructive".to_owned())
+    );
+}
