@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod backend;
 pub mod cost;
+pub mod governance;
 pub mod halt;
 pub mod metrics;
 pub mod run;
@@ -15,6 +16,7 @@ pub mod trace;
 
 pub use backend::{ToolBackend, ToolFailure, ToolOutput};
 pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
+pub use governance::{Governance, Limiter, Refusal};
 pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, Step, Visibility};
 pub use session::{MemorySessions, RedisSessions, SessionStore};
 pub use trace::{RecordKind, TraceRecord, TraceSink};

@@ -463,6 +463,7 @@ mod tests {
             cost_usd: 0.0,
             result_summary: String::new(),
             raw_result: Value::Null,
+            policy: None,
         }
     }
 

@@ -90,6 +90,9 @@ pub struct RunRequest {
     pub session_id: Option<String>,
     pub dry_run: bool,
     pub visibility: Option<Visibility>,
+    /// Who asks (`anonymous` without identity): policies and limits decide for it, and every
+    /// trace record names it.
+    pub principal: toolforge_policy::Principal,
     /// Cancelled when the caller goes away; in-flight tool calls are cancelled with it.
     pub cancel: Option<CancellationToken>,
 }
@@ -137,6 +140,9 @@ pub struct Step {
     pub result_summary: String,
     /// The structured result (or the text result parsed as JSON, or `{"text": ...}`).
     pub raw_result: Value,
+    /// The ids of the policies that decided this call (only in the trace record).
+    #[serde(skip)]
+    pub policy: Option<String>,
 }
 
 /// What a run returns (the `/chat` response body).
@@ -198,6 +204,8 @@ pub struct Agent {
     /// The selection of the last catalog seen (rebuilt when the catalog changes).
     selection: tokio::sync::Mutex<Option<Arc<Selection>>>,
     metrics: Option<crate::metrics::Metrics>,
+    /// The policy and limits every offer and call passes.
+    governance: Arc<crate::governance::Governance>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -285,7 +293,15 @@ impl Agent {
             embedder: None,
             selection: tokio::sync::Mutex::new(None),
             metrics: None,
+            governance: Arc::default(),
         }
+    }
+
+    /// Offers and calls pass `governance` (policy, then limits).
+    #[must_use]
+    pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Self {
+        self.governance = governance;
+        self
     }
 
     /// Ranks tools and decides `cosine-similarity` with `embedder` (`EMBEDDER_BACKEND`).
@@ -452,7 +468,17 @@ impl Agent {
             // Servers launched a moment ago (`serve` answers at once) get their start.
             self.backend.settled().await;
         }
-        let visible = self.visible_catalog(&request);
+        let mut visible = self.visible_catalog(&request);
+        if self.governance.has_policy() {
+            let principal = &request.principal;
+            visible = visible.narrowed(
+                |_, tool| {
+                    self.governance
+                        .permits_tool(principal, toolforge_policy::Action::List, tool)
+                },
+                |_| true,
+            );
+        }
         let full = Presentation::new(&visible, self.config.namespace);
         let available_tools: Vec<String> = full.tools().iter().map(|t| t.name.clone()).collect();
         let selection = self.selection(self.backend.catalog()).await;
@@ -686,12 +712,48 @@ impl Agent {
                     input,
                 ));
             }
+            let principal = &request.principal;
+            let dry_run = request.dry_run;
             let futures = uses.iter().zip(&planned).map(|((_, _, input), plan)| {
                 let cancel = request.cancel.clone();
+                let subset = &subset;
                 async move {
                     let started = Instant::now();
-                    let outcome = match plan {
-                        Planned::Run { id, .. } if !request.dry_run => {
+                    // Policy, then limits: a refused call never reaches its server.
+                    let admission = match plan {
+                        Planned::Run { id, .. } => match subset.get(id) {
+                            Some(tool) if dry_run => {
+                                let d = self.governance.decide(
+                                    principal,
+                                    toolforge_policy::Action::Call,
+                                    toolforge_policy::Target::Tool(crate::governance::tool_ref(
+                                        tool,
+                                    )),
+                                    Some(input),
+                                );
+                                if d.allowed {
+                                    Ok(Some(d))
+                                } else {
+                                    Err(crate::governance::Refusal::Denied {
+                                        policy: d.deciding(),
+                                        message: d.denial(
+                                            toolforge_policy::Action::Call,
+                                            &id.to_string(),
+                                        ),
+                                    })
+                                }
+                            }
+                            Some(tool) => self
+                                .governance
+                                .admit_call(principal, tool, input)
+                                .await
+                                .map(Some),
+                            None => Ok(None),
+                        },
+                        _ => Ok(None),
+                    };
+                    let outcome = match (plan, &admission) {
+                        (Planned::Run { id, .. }, Ok(_)) if !dry_run => {
                             let args = match input {
                                 Value::Object(m) => m.clone(),
                                 _ => Map::new(),
@@ -700,13 +762,13 @@ impl Agent {
                         }
                         _ => None,
                     };
-                    (outcome, started.elapsed().as_secs_f64() * 1000.0)
+                    (outcome, started.elapsed().as_secs_f64() * 1000.0, admission)
                 }
             });
             let outcomes = futures::future::join_all(futures).await;
 
             let mut results = Vec::with_capacity(n);
-            for (i, (((use_id, name, input), plan), (outcome, latency_ms))) in
+            for (i, (((use_id, name, input), plan), (outcome, latency_ms, admission))) in
                 uses.iter().zip(planned).zip(outcomes).enumerate()
             {
                 let corrective = rejected_once.contains(name);
@@ -733,7 +795,17 @@ impl Agent {
                     cost_usd: cost / n as f64,
                     result_summary: String::new(),
                     raw_result: Value::Null,
+                    policy: None,
                 };
+                match &admission {
+                    Ok(Some(decision)) if self.governance.has_policy() => {
+                        record.policy = Some(decision.deciding());
+                    }
+                    Err(crate::governance::Refusal::Denied { policy, .. }) => {
+                        record.policy = Some(policy.clone());
+                    }
+                    _ => {}
+                }
                 let (content, is_error) = match plan {
                     Planned::Unknown => {
                         let known: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
@@ -779,43 +851,57 @@ impl Agent {
                         record.server_tool = Some(id.name.clone());
                         record.selection_rule = Some(rule);
                         record.alternatives = alternatives;
-                        match outcome {
-                            None => {
-                                record.success = true;
-                                let synthetic = json!({
-                                    "dry_run": true,
-                                    "executed": false,
-                                    "server": id.server,
-                                    "tool": id.name,
-                                    "note": "Dry run: this call was planned but not executed. Continue the plan as if it had succeeded, without inventing its result.",
-                                });
-                                record.raw_result = synthetic.clone();
-                                (synthetic.to_string(), false)
-                            }
-                            Some(Ok(out)) => {
-                                record.executed = true;
-                                record.success = !out.is_error;
-                                if out.is_error {
-                                    record.error = Some(short(&out.text, 500));
+                        if let Err(refusal) = admission {
+                            let message = refusal.message().to_owned();
+                            record.error = Some(message.clone());
+                            record.raw_result = match &refusal {
+                                crate::governance::Refusal::Limited { retry_after_ms, .. } => {
+                                    json!({"error": message, "retryAfterMs": retry_after_ms})
                                 }
-                                record.raw_result = raw_result(&out);
-                                // Executed calls feed session recency (dry runs never do).
-                                history.push(id.clone());
-                                self.sessions.push(&session_id, id.clone()).await;
-                                let text = match &out.structured {
-                                    Some(v) if out.text.trim().is_empty() => v.to_string(),
-                                    _ => out.text.clone(),
-                                };
-                                record.attempts = out.attempts;
-                                record.retry_reason = out.retry_reason.clone();
-                                (text, out.is_error)
-                            }
-                            Some(Err(failure)) => {
-                                record.executed = true;
-                                record.error = Some(failure.error.clone());
-                                record.attempts = failure.attempts;
-                                record.retry_reason = failure.retry_reason.clone();
-                                (format!("Error: {}", failure.error), true)
+                                crate::governance::Refusal::Denied { policy, .. } => {
+                                    json!({"error": message, "policy": policy})
+                                }
+                            };
+                            (format!("Error: {message}"), true)
+                        } else {
+                            match outcome {
+                                None => {
+                                    record.success = true;
+                                    let synthetic = json!({
+                                        "dry_run": true,
+                                        "executed": false,
+                                        "server": id.server,
+                                        "tool": id.name,
+                                        "note": "Dry run: this call was planned but not executed. Continue the plan as if it had succeeded, without inventing its result.",
+                                    });
+                                    record.raw_result = synthetic.clone();
+                                    (synthetic.to_string(), false)
+                                }
+                                Some(Ok(out)) => {
+                                    record.executed = true;
+                                    record.success = !out.is_error;
+                                    if out.is_error {
+                                        record.error = Some(short(&out.text, 500));
+                                    }
+                                    record.raw_result = raw_result(&out);
+                                    // Executed calls feed session recency (dry runs never do).
+                                    history.push(id.clone());
+                                    self.sessions.push(&session_id, id.clone()).await;
+                                    let text = match &out.structured {
+                                        Some(v) if out.text.trim().is_empty() => v.to_string(),
+                                        _ => out.text.clone(),
+                                    };
+                                    record.attempts = out.attempts;
+                                    record.retry_reason = out.retry_reason.clone();
+                                    (text, out.is_error)
+                                }
+                                Some(Err(failure)) => {
+                                    record.executed = true;
+                                    record.error = Some(failure.error.clone());
+                                    record.attempts = failure.attempts;
+                                    record.retry_reason = failure.retry_reason.clone();
+                                    (format!("Error: {}", failure.error), true)
+                                }
                             }
                         }
                     }
@@ -825,7 +911,7 @@ impl Agent {
                     record.raw_result = json!({"text": content});
                 }
                 if !self
-                    .trace(self.tool_call_record(&session_id, &record))
+                    .trace(self.tool_call_record(&session_id, &request.principal, &record))
                     .await
                 {
                     trace_failed = true;
@@ -968,10 +1054,17 @@ impl Agent {
             retry_reason: None,
             error: None,
             corrective_retry: false,
+            principal: request.principal.to_string(),
+            policy: None,
         }
     }
 
-    fn tool_call_record(&self, session_id: &str, step: &Step) -> TraceRecord {
+    fn tool_call_record(
+        &self,
+        session_id: &str,
+        principal: &toolforge_policy::Principal,
+        step: &Step,
+    ) -> TraceRecord {
         let attempt = step.attempts.max(1);
         TraceRecord {
             schema_version: SCHEMA_VERSION.to_owned(),
@@ -1000,6 +1093,8 @@ impl Agent {
             retry_reason: step.retry_reason.clone(),
             error: step.error.clone(),
             corrective_retry: step.corrective_retry,
+            principal: principal.to_string(),
+            policy: step.policy.clone(),
         }
     }
 }

@@ -65,6 +65,17 @@ pub struct TraceRecord {
     pub retry_reason: Option<String>,
     pub error: Option<String>,
     pub corrective_retry: bool,
+    /// Who asked (`anonymous` without identity).
+    #[serde(default = "anonymous")]
+    pub principal: String,
+    /// The ids of the policies that decided this call (`default-deny` when none permitted
+    /// it), when a policy is configured.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub policy: Option<String>,
+}
+
+fn anonymous() -> String {
+    toolforge_policy::ANONYMOUS.to_owned()
 }
 
 /// The current time as `2026-05-14T09:15:04.382Z`.
@@ -442,6 +453,8 @@ mod tests {
             retry_reason: None,
             error: None,
             corrective_retry: false,
+            principal: "anonymous".to_owned(),
+            policy: None,
         }
     }
 

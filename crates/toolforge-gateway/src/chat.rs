@@ -36,9 +36,17 @@ struct ChatState {
 
 impl ChatState {
     /// The request's visibility: the operator's channels narrowed by its query and headers.
-    fn visibility(&self, uri: &axum::http::Uri, headers: &axum::http::HeaderMap) -> Visibility {
+    fn visibility(
+        &self,
+        uri: &axum::http::Uri,
+        headers: &axum::http::HeaderMap,
+        principal: &toolforge_policy::Principal,
+    ) -> Visibility {
         let config = self.visibility.clone();
-        let request = RequestChannels::from_http(uri, headers);
+        let request = RequestChannels {
+            principal: principal.clone(),
+            ..RequestChannels::from_http(uri, headers)
+        };
         Arc::new(move |catalog: &toolforge_select::Catalog| {
             config.resolve(catalog, &request).catalog(catalog)
         })
@@ -323,10 +331,12 @@ async fn chat_route(
     State(state): State<ChatState>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
+    extensions: axum::http::Extensions,
     Body(body): Body<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let mut request = body.into_run()?;
-    request.visibility = Some(state.visibility(&uri, &headers));
+    request.principal = crate::identity::principal_of(&extensions);
+    request.visibility = Some(state.visibility(&uri, &headers, &request.principal));
     let (handle, _guard) = spawn_run(&state, request, None);
     let result = join(handle).await?;
     if let Some((status, message)) = failure(&result) {
@@ -346,10 +356,12 @@ async fn chat_stream_route(
     State(state): State<ChatState>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
+    extensions: axum::http::Extensions,
     Body(body): Body<ChatRequest>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut request = body.into_run()?;
-    request.visibility = Some(state.visibility(&uri, &headers));
+    request.principal = crate::identity::principal_of(&extensions);
+    request.visibility = Some(state.visibility(&uri, &headers, &request.principal));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (handle, guard) = spawn_run(&state, request, Some(tx));
     let stream = async_stream(move |out| async move {
@@ -418,15 +430,18 @@ async fn agent_run_route(
     State(state): State<ChatState>,
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
+    extensions: axum::http::Extensions,
     Body(body): Body<AgentRunRequest>,
 ) -> Result<Response, ApiError> {
     check_message(&body.task, "task")?;
     check_session_id(body.session_id.as_deref())?;
+    let principal = crate::identity::principal_of(&extensions);
     let request = RunRequest {
         message: body.task.clone(),
         session_id: body.session_id,
         dry_run: body.dry_run,
-        visibility: Some(state.visibility(&uri, &headers)),
+        visibility: Some(state.visibility(&uri, &headers, &principal)),
+        principal,
         ..RunRequest::default()
     };
     let (handle, _guard) = spawn_run(&state, request, None);

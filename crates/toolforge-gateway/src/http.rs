@@ -51,6 +51,9 @@ pub struct HttpOptions {
     /// The agent behind `POST /chat`, `/chat/stream` and `/agent/run` (absent: those routes
     /// answer 404 and only the gateway is served).
     pub agent: Option<Arc<toolforge_agent::Agent>>,
+    /// Who may call (API keys, JWTs): every route but `/openapi.json` then needs a bearer
+    /// token (401 without a valid one). `None`: every request is `anonymous`.
+    pub identity: Option<Arc<crate::identity::Identity>>,
     /// The daily spend the console's "Spend and cache" page shows (absent: it says so).
     pub spend: Option<crate::console::SpendReport>,
     /// The counters `GET /metrics` shows.
@@ -75,6 +78,7 @@ impl Default for HttpOptions {
             sessions: crate::mcp_sessions::SessionLimits::default(),
             cancel: CancellationToken::new(),
             agent: None,
+            identity: None,
             spend: None,
             metrics: Arc::new(Metrics::new()),
             drain: Arc::new(Drain::new()),
@@ -205,10 +209,14 @@ async fn tools_route(
     State(shared): State<Arc<Shared>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
 ) -> Response {
     // As `tools/list`: servers still starting get a moment before the answer.
     shared.pool.settled(crate::mcp::START_GRACE).await;
-    let scope = shared.scope(&RequestChannels::from_http(&uri, &headers));
+    let scope = shared.scope(&RequestChannels {
+        principal: crate::identity::principal_of(&extensions),
+        ..RequestChannels::from_http(&uri, &headers)
+    });
     let rows = Json(tool_rows_in(&shared, &scope));
     match scope.query_matched() {
         Some(matched) => ([(QUERY_MATCHED_HEADER, matched.to_string())], rows).into_response(),
@@ -476,9 +484,14 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             mcp_guard,
             crate::mcp_guard::guard,
         ));
+    let mut router = router.merge(mcp).fallback(not_found);
+    if let Some(identity) = &opts.identity {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            identity.clone(),
+            crate::identity::authenticate,
+        ));
+    }
     router
-        .merge(mcp)
-        .fallback(not_found)
         // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(

@@ -10,6 +10,7 @@ pub mod console;
 pub mod drain;
 mod group_annotations;
 pub mod http;
+pub mod identity;
 pub mod listen;
 pub mod listener;
 pub mod mcp;

@@ -25,6 +25,8 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use toolforge_agent::Governance;
+use toolforge_policy::{Action, Principal, Target};
 use toolforge_select::visibility::{
     Channels, Component, Policy, Verdicts, VisibilityIndex, Visible, resolve, resolve_components,
     verdicts_with_index,
@@ -37,6 +39,9 @@ pub struct VisibilityConfig {
     /// Env and CLI channels (`Channels::operator`).
     pub operator: Channels,
     pub policy: Policy,
+    /// The Cedar policy and rate limits (none by default): a tool the request's principal may
+    /// not `list` is hidden like any other, and calls are admitted by [`Governance`].
+    pub governance: Arc<Governance>,
 }
 
 /// The query string that fixes one session's visibility (set by its first request).
@@ -47,15 +52,27 @@ pub type SessionScope = Arc<Mutex<Option<Vec<(String, String)>>>>;
 pub struct RequestChannels {
     pub query: Vec<(String, String)>,
     pub headers: Vec<(String, String)>,
+    /// Who asks (`anonymous` without identity, and over stdio).
+    pub principal: Principal,
 }
 
 impl RequestChannels {
-    /// From an HTTP request's URI and headers.
+    /// From an HTTP request's URI and headers (as `anonymous`).
     #[must_use]
     pub fn from_http(uri: &http::Uri, headers: &http::HeaderMap) -> Self {
         Self {
             query: query_pairs(uri),
             headers: header_pairs(headers),
+            principal: Principal::anonymous(),
+        }
+    }
+
+    /// From an HTTP request's URI, headers and the principal it was authenticated as.
+    #[must_use]
+    pub fn from_parts(parts: &http::request::Parts) -> Self {
+        Self {
+            principal: crate::identity::principal_of(&parts.extensions),
+            ..Self::from_http(&parts.uri, &parts.headers)
         }
     }
 
@@ -64,7 +81,7 @@ impl RequestChannels {
     pub fn from_context(ctx: &RequestContext<RoleServer>) -> Self {
         ctx.extensions
             .get::<http::request::Parts>()
-            .map(|p| Self::from_http(&p.uri, &p.headers))
+            .map(Self::from_parts)
             .unwrap_or_default()
     }
 }
@@ -125,28 +142,63 @@ impl VisibilityConfig {
             c.as_ref()
                 .is_none_or(toolforge_select::visibility::ChannelInput::is_empty)
         };
-        open(&self.operator.env) && open(&self.operator.cli) && self.operator.errors.is_empty()
+        open(&self.operator.env)
+            && open(&self.operator.cli)
+            && self.operator.errors.is_empty()
+            && !self.governance.has_policy()
     }
 
     /// What `request` may see of `catalog`. Warnings (a request channel that did not parse and
     /// was ignored) are logged.
     #[must_use]
     pub fn resolve(&self, catalog: &Catalog, request: &RequestChannels) -> Visible {
-        let visible = resolve(catalog, &self.channels(request), &self.policy);
+        let mut visible = resolve(catalog, &self.channels(request), &self.policy);
         for w in &visible.warnings {
             tracing::warn!("visibility: {w}");
         }
+        if self.governance.has_policy() {
+            visible.tools.retain(|id| {
+                catalog.get(id).is_some_and(|tool| {
+                    self.governance
+                        .permits_tool(&request.principal, Action::List, tool)
+                })
+            });
+        }
         visible
+    }
+
+    /// Whether the request's principal may do `action` on `target` (a resource it reads, a
+    /// prompt it gets): always, without a policy.
+    #[must_use]
+    pub fn permits(&self, request: &RequestChannels, action: Action, target: Target<'_>) -> bool {
+        !self.governance.has_policy()
+            || self
+                .governance
+                .decide(&request.principal, action, target, None)
+                .allowed
     }
 
     /// What `request` may see of a prepared catalog: every tool's verdict, through the
     /// catalog's index (no per-request indexing, no per-tool id). Warnings are logged.
     #[must_use]
     pub fn scope(&self, prepared: Arc<Prepared>, request: &RequestChannels) -> Scope {
+        let denied = self.governance.has_policy().then(|| {
+            let principal = &request.principal;
+            Arc::new(
+                prepared
+                    .catalog
+                    .tools()
+                    .map(|tool| !self.governance.permits_tool(principal, Action::List, tool))
+                    .collect::<Vec<bool>>(),
+            )
+        });
         if self.is_open() && request.is_empty() {
             return Scope {
                 prepared,
                 verdicts: None,
+                denied,
+                principal: request.principal.clone(),
+                governance: self.governance.clone(),
             };
         }
         let verdicts = verdicts_with_index(
@@ -161,6 +213,9 @@ impl VisibilityConfig {
         Scope {
             prepared,
             verdicts: Some(Arc::new(verdicts)),
+            denied,
+            principal: request.principal.clone(),
+            governance: self.governance.clone(),
         }
     }
 
@@ -277,6 +332,12 @@ pub struct Scope {
     pub prepared: Arc<Prepared>,
     /// `None`: nothing restricts the request, every tool is visible.
     verdicts: Option<Arc<Verdicts>>,
+    /// By catalog position, tools the policy does not let the principal `list` (`None`
+    /// without a policy).
+    denied: Option<Arc<Vec<bool>>>,
+    /// Who asks, and the policy and limits that decide for it.
+    pub principal: Principal,
+    pub governance: Arc<Governance>,
 }
 
 impl Scope {
@@ -291,6 +352,62 @@ impl Scope {
     #[must_use]
     pub fn shows(&self, position: usize) -> bool {
         self.verdicts.as_ref().is_none_or(|v| v.shows(position))
+            && self
+                .denied
+                .as_ref()
+                .is_none_or(|d| !d.get(position).copied().unwrap_or(true))
+    }
+
+    /// Whether the principal may do `action` (`search`) on a tool it sees.
+    #[must_use]
+    pub fn permits(&self, action: Action, tool: &Tool) -> bool {
+        self.governance.permits_tool(&self.principal, action, tool)
+    }
+
+    /// Whether the policy lets the principal call the tool `id` with `arguments` (limits
+    /// aside): a group call goes only to members it does.
+    #[must_use]
+    pub fn permits_call(
+        &self,
+        id: &ToolId,
+        arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> bool {
+        if !self.governance.has_policy() {
+            return true;
+        }
+        let Some(tool) = self.get(id) else {
+            return false;
+        };
+        let arguments = serde_json::Value::Object(arguments.cloned().unwrap_or_default());
+        self.governance
+            .decide(
+                &self.principal,
+                Action::Call,
+                Target::Tool(toolforge_agent::governance::tool_ref(tool)),
+                Some(&arguments),
+            )
+            .allowed
+    }
+
+    /// Admits one call of the tool `id` (visible to this request) with `arguments`: the
+    /// policy, then the principal's bucket. `Err` is the refusal the caller reads; the call
+    /// must not reach the server then.
+    pub async fn admit_call(
+        &self,
+        id: &ToolId,
+        arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<(), toolforge_agent::Refusal> {
+        if self.governance.is_open() {
+            return Ok(());
+        }
+        let Some(tool) = self.get(id) else {
+            return Ok(());
+        };
+        let arguments = serde_json::Value::Object(arguments.cloned().unwrap_or_default());
+        self.governance
+            .admit_call(&self.principal, tool, &arguments)
+            .await
+            .map(|_| ())
     }
 
     /// `None` without a search query; `Some(false)` when the query matched nothing and every
@@ -315,11 +432,33 @@ impl Scope {
     #[must_use]
     pub fn catalog(&self) -> Catalog {
         let base = &self.prepared.catalog;
-        match &self.verdicts {
-            None => (**base).clone(),
-            Some(verdicts) => base.narrowed(|i, _| verdicts.shows(i), |m| self.allows(m)),
+        match (&self.verdicts, &self.denied) {
+            (None, None) => (**base).clone(),
+            _ => base.narrowed(|i, _| self.shows(i), |m| self.allows(m)),
         }
     }
+}
+
+/// A refused call as the caller reads it: an error result naming the deciding policy, or the
+/// limit with `retryAfterMs` (also in `structuredContent`).
+#[must_use]
+pub fn refused_result(refusal: &toolforge_agent::Refusal) -> rmcp::model::CallToolResult {
+    use rmcp::model::{CallToolResult, ContentBlock};
+    let body = match refusal {
+        toolforge_agent::Refusal::Denied { policy, message } => {
+            serde_json::json!({"error": message, "policy": policy})
+        }
+        toolforge_agent::Refusal::Limited {
+            retry_after_ms,
+            message,
+        } => serde_json::json!({"error": message, "retryAfterMs": retry_after_ms}),
+    };
+    let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+        "toolforge: {}",
+        refusal.message()
+    ))]);
+    result.structured_content = Some(body);
+    result
 }
 
 /// A resource, template or prompt as visibility sees it: offered by `server` (configured with
@@ -750,6 +889,7 @@ mod tests {
                 ChannelInput::from_cli(None, Some("git_push"), None, None).unwrap(),
             ),
             policy: Policy::default(),
+            governance: Arc::default(),
         };
         let catalog = Arc::new(catalog());
         let prepared = Arc::new(Prepared::new(catalog.clone()));
@@ -758,14 +898,17 @@ mod tests {
             RequestChannels {
                 query: pairs(&[("tags", "read-only")]),
                 headers: Vec::new(),
+                principal: Principal::anonymous(),
             },
             RequestChannels {
                 query: Vec::new(),
                 headers: pairs(&[("x-mcp-disabled-tools", "fs/read_file")]),
+                principal: Principal::anonymous(),
             },
             RequestChannels {
                 query: pairs(&[("q", "write file")]),
                 headers: Vec::new(),
+                principal: Principal::anonymous(),
             },
         ];
         for request in &requests {
@@ -785,6 +928,7 @@ mod tests {
         let nothing = RequestChannels {
             query: pairs(&[("q", "zzqx")]),
             headers: Vec::new(),
+            principal: Principal::anonymous(),
         };
         assert_eq!(
             config.scope(prepared.clone(), &nothing).query_matched(),

@@ -29,7 +29,7 @@ pub struct PoolConfig {
 }
 
 /// Keys of the top-level `"toolforge"` object.
-pub const TOOLFORGE_KEYS: &[&str] = &["broker", "overlaps", "prices"];
+pub const TOOLFORGE_KEYS: &[&str] = &["broker", "limits", "overlaps", "prices"];
 
 /// One server.
 #[derive(Debug, Clone)]

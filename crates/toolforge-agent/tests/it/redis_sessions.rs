@@ -8,9 +8,9 @@ use toolforge_agent::session::{MAX_HISTORY, SESSION_TTL};
 use toolforge_agent::{RedisSessions, SessionStore};
 use toolforge_select::ToolId;
 
-struct Redis {
+pub struct Redis {
     child: std::process::Child,
-    url: String,
+    pub url: String,
 }
 
 impl Drop for Redis {
@@ -27,7 +27,7 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-async fn start_redis() -> Redis {
+pub async fn start_redis() -> Redis {
     let port = free_port();
     let child = std::process::Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])

@@ -60,7 +60,7 @@ impl Shared {
             }),
             Resolved::Group(group) => {
                 // The members this request may see are the candidates; the selection decides.
-                let candidates: Vec<ToolId> = group
+                let mut candidates: Vec<ToolId> = group
                     .members
                     .iter()
                     .filter(|m| scope.allows(m))
@@ -68,6 +68,16 @@ impl Shared {
                     .collect();
                 if candidates.is_empty() {
                     return None;
+                }
+                // Members the policy lets this principal call; when it allows none, the call
+                // is routed as before and refused, naming the policy, before it is sent.
+                let callable: Vec<ToolId> = candidates
+                    .iter()
+                    .filter(|m| scope.permits_call(m, arguments))
+                    .cloned()
+                    .collect();
+                if !callable.is_empty() {
+                    candidates = callable;
                 }
                 let selection = self.selection();
                 let session: Vec<ToolId> = history.lock().clone();
@@ -143,6 +153,16 @@ impl Gateway {
             None => self.routed(&ctx, &name, &req).await?,
         };
         let id = routed.id.clone();
+        // Policy, then limits: a refused call never reaches the server.
+        if let Err(refusal) = self
+            .scope(&ctx)
+            .admit_call(&id, req.arguments.as_ref())
+            .await
+        {
+            return Ok(CallToolResponse::Complete(crate::visible::refused_result(
+                &refusal,
+            )));
+        }
         req.name = id.name.clone().into();
         let call = CallContext {
             caller: Some(self.caller(&ctx)),

@@ -36,6 +36,17 @@ impl Shared {
 }
 
 impl Gateway {
+    /// Whether the policy lets this request's principal get the prompt `server/name` (the
+    /// server's own name).
+    fn permits_prompt(&self, ctx: &RequestContext<RoleServer>, server: &str, name: &str) -> bool {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        self.shared.visibility.permits(
+            &channels,
+            toolforge_policy::Action::Prompt,
+            toolforge_policy::Target::Prompt { server, name },
+        )
+    }
+
     /// The visible prompt exposed as `name`: its server and the prompt as that server names it.
     pub(super) fn visible_prompt(
         &self,
@@ -53,7 +64,7 @@ impl Gateway {
             vec![exposed.clone(), prompt.name.clone()]
         })
         .into_iter()
-        .next()
+        .find(|(server, (_, p))| self.permits_prompt(ctx, server, &p.name))
         .map(|(server, (_, prompt))| (server, prompt))
         .ok_or_else(|| not_found("prompt", name))
     }
@@ -75,6 +86,7 @@ impl Gateway {
                 vec![exposed.clone(), prompt.name.clone()]
             })
             .into_iter()
+            .filter(|(server, (_, p))| self.permits_prompt(&ctx, server, &p.name))
             .map(|(_, (exposed, mut p))| {
                 p.name = exposed;
                 p

@@ -49,6 +49,17 @@ impl Shared {
 }
 
 impl Gateway {
+    /// Whether the policy lets this request's principal read the resource (or template) `uri`
+    /// of `server`.
+    fn permits_read(&self, ctx: &RequestContext<RoleServer>, server: &str, uri: &str) -> bool {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        self.shared.visibility.permits(
+            &channels,
+            toolforge_policy::Action::Read,
+            toolforge_policy::Target::Resource { server, uri },
+        )
+    }
+
     /// The server holding `uri` (a resource's URI, or a template's URI template), if this
     /// request may see it: as the listed resource with that URI, else as a template it is or
     /// matches, else by the URI alone on the one server that can hold it.
@@ -99,7 +110,13 @@ impl Gateway {
         let tags = self.shared.server_tags();
         let server_tags = tags.get(&server).map_or(&[][..], Vec::as_slice);
         let resource = crate::visible::component(&server, names, &item, server_tags);
-        if config.shows(&resource, &channels) {
+        let target = toolforge_policy::Target::Resource {
+            server: &server,
+            uri,
+        };
+        if config.shows(&resource, &channels)
+            && config.permits(&channels, toolforge_policy::Action::Read, target)
+        {
             Ok(server)
         } else {
             Err(not_found("resource", uri))
@@ -117,6 +134,7 @@ impl Gateway {
         let items = self
             .shown_components(&ctx, listed, |r| vec![r.uri.clone(), r.name.clone()])
             .into_iter()
+            .filter(|(server, r)| self.permits_read(&ctx, server, &r.uri))
             .filter(|(_, r)| seen.insert(r.uri.clone()))
             .map(|(_, r)| r)
             .collect();
@@ -136,6 +154,7 @@ impl Gateway {
                 vec![t.uri_template.clone(), t.name.clone()]
             })
             .into_iter()
+            .filter(|(server, t)| self.permits_read(&ctx, server, &t.uri_template))
             .map(|(_, t)| t)
             .collect();
         let hints = self.cache_hints(&crate::visible::session_channels(&self.session_query, &ctx));

@@ -184,6 +184,7 @@ impl Gateway {
             .tools()
             .iter()
             .filter_map(|e| e.members.iter().find_map(|m| Some((e, scope.get(m)?))))
+            .filter(|(_, tool)| scope.permits(toolforge_policy::Action::Search, tool))
             .collect();
         let tools: Vec<&toolforge_select::Tool> = offered.iter().map(|(_, t)| *t).collect();
         let index = toolforge_select::rank::Bm25Index::from_tools(&tools);

@@ -49,6 +49,8 @@ pub struct Args {
     pub rules: Option<PathBuf>,
     #[command(flatten)]
     pub visibility: super::visibility::VisibilityArgs,
+    #[command(flatten)]
+    pub governance: super::governance::GovernanceArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -64,6 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
     // An unknown EMBEDDER_BACKEND fails here, before any server starts.
     crate::embedder::Backend::from_env()?;
+    let governance = args.governance.build(&settings, &config_path).await?;
     let mut options = crate::config::pool_options().await?;
     // A dry run never contacts a server whose tools the cache already holds, and (unless
     // listing is allowed) leaves out the servers it does not.
@@ -97,7 +100,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await;
     let agent = match agent {
-        Ok(a) => Arc::new(a),
+        Ok(a) => Arc::new(a.with_governance(governance)),
         Err(e) => {
             pool.shutdown().await;
             return Err(e);
@@ -270,6 +273,7 @@ mod tests {
                 cost_usd: 0.001,
                 result_summary: String::new(),
                 raw_result: json!({}),
+                policy: None,
             }],
             cost_usd: 0.0021,
             tokens_in: 20,

@@ -449,6 +449,8 @@ mod tests {
             retry_reason: None,
             error: None,
             corrective_retry: false,
+            principal: "anonymous".to_owned(),
+            policy: None,
         }
     }
 

@@ -21,13 +21,19 @@ pub struct Args {
     pub visibility: super::visibility::VisibilityArgs,
     #[command(flatten)]
     pub tool_mode: super::visibility::ToolModeArgs,
+    #[command(flatten)]
+    pub governance: super::governance::GovernanceArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let visibility = args.visibility.config()?;
+    let mut visibility = args.visibility.config()?;
     let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
     let rules = super::broker::rules_for(args.rules.as_deref(), &config.settings, &config_path)?;
+    visibility.governance = args
+        .governance
+        .build(&config.settings, &config_path)
+        .await?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),

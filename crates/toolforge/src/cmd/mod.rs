@@ -6,6 +6,7 @@ pub mod client;
 pub mod cost_report;
 pub mod eval;
 pub mod gateway;
+pub mod governance;
 pub mod mock_rest;
 pub mod select;
 pub mod serve;

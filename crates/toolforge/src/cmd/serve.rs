@@ -84,16 +84,23 @@ pub struct Args {
     pub visibility: super::visibility::VisibilityArgs,
     #[command(flatten)]
     pub tool_mode: super::visibility::ToolModeArgs,
+    #[command(flatten)]
+    pub governance: super::governance::GovernanceArgs,
+    #[command(flatten)]
+    pub identity: super::governance::IdentityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let visibility = args.visibility.config()?;
+    let mut visibility = args.visibility.config()?;
+    let identity = args.identity.build(args.host)?;
     let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
     let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
     // An unknown EMBEDDER_BACKEND fails here, before any server starts.
     crate::embedder::Backend::from_env()?;
+    let governance = args.governance.build(&settings, &config_path).await?;
+    visibility.governance = governance.clone();
     let listener = tokio::net::TcpListener::bind((args.host, args.port))
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
@@ -109,7 +116,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     shared.set_rules(rules.clone());
     let agent =
         match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
-            Ok(agent) => Arc::new(agent),
+            Ok(agent) => Arc::new(agent.with_governance(governance)),
             Err(e) => {
                 pool.shutdown().await;
                 return Err(e);
@@ -136,6 +143,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         cancel: cancel.clone(),
         agent: Some(agent.clone()),
+        identity,
         spend: agent.traces().path().map(|path| {
             let path = path.to_owned();
             toolforge_gateway::SpendReport(Arc::new(move || {

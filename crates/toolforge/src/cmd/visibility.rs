@@ -53,6 +53,7 @@ impl VisibilityArgs {
                 search_limit: self.search_limit,
                 ..Policy::default()
             },
+            governance: std::sync::Arc::default(),
         })
     }
 }

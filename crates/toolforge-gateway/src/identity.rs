@@ -1,0 +1,283 @@
+//! Who is calling: the bearer token of each HTTP request, checked against API keys
+//! (`--api-keys FILE`: one `KEY PRINCIPAL` per line) and JWTs signed by keys of a JWKS file
+//! (`--jwt-jwks FILE`: RS256 or ES256; `iss`, `aud` and `exp` checked; the principal is `sub`).
+//!
+//! With identity on, a request without a valid token gets 401 with `WWW-Authenticate: Bearer`;
+//! a valid one carries its [`Principal`] in the request's extensions, where visibility, policy,
+//! limits and traces read it. With identity off every request is `anonymous`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use toolforge_policy::Principal;
+
+/// A bearer token longer than this is refused unread.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// Why an identity file was refused (at start-up).
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("API keys file, line {line}: {problem}")]
+    ApiKeys { line: usize, problem: String },
+    #[error("JWKS file: {0}")]
+    Jwks(String),
+}
+
+/// Why a request was not authenticated (its 401 says so).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token (send Authorization: Bearer <token>)")]
+    Missing,
+    #[error("invalid bearer token: {0}")]
+    Invalid(String),
+}
+
+struct JwtKey {
+    kid: Option<String>,
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+/// The JWT settings: the keys, and the issuer and audience every token must name.
+struct Jwt {
+    keys: Vec<JwtKey>,
+    issuer: String,
+    audience: String,
+}
+
+/// How requests are authenticated.
+#[derive(Default)]
+pub struct Identity {
+    /// SHA-256 of each key -> its principal (keys are compared by digest, never kept).
+    api_keys: HashMap<[u8; 32], Principal>,
+    jwt: Option<Jwt>,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("api_keys", &self.api_keys.len())
+            .field("jwt_keys", &self.jwt.as_ref().map_or(0, |j| j.keys.len()))
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl Identity {
+    /// True when some way to authenticate is configured.
+    #[must_use]
+    pub fn is_configured(&self) -> bool {
+        !self.api_keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// Adds the API keys of a keys file: one `KEY PRINCIPAL` per line; blank lines and lines
+    /// starting with `#` are skipped.
+    pub fn with_api_keys(mut self, text: &str) -> Result<Self, IdentityError> {
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let problem = |problem: &str| IdentityError::ApiKeys {
+                line: i + 1,
+                problem: problem.to_owned(),
+            };
+            let mut words = line.split_whitespace();
+            let (Some(key), Some(principal), None) = (words.next(), words.next(), words.next())
+            else {
+                return Err(problem("expected `KEY PRINCIPAL` (two words)"));
+            };
+            if key.len() < 16 {
+                return Err(problem("the key is shorter than 16 characters"));
+            }
+            if self
+                .api_keys
+                .insert(digest(key), Principal::new(principal))
+                .is_some()
+            {
+                return Err(problem("the key is listed twice"));
+            }
+        }
+        if self.api_keys.is_empty() {
+            return Err(IdentityError::ApiKeys {
+                line: 0,
+                problem: "the file lists no keys".to_owned(),
+            });
+        }
+        Ok(self)
+    }
+
+    /// Accepts JWTs signed by the keys of a JWKS document (RSA keys for RS256, P-256 keys
+    /// for ES256) that name `issuer` (`iss`) and `audience` (`aud`) and have not expired.
+    pub fn with_jwks(
+        mut self,
+        jwks: &str,
+        issuer: &str,
+        audience: &str,
+    ) -> Result<Self, IdentityError> {
+        let set: JwkSet = serde_json::from_str(jwks)
+            .map_err(|e| IdentityError::Jwks(format!("not a JWKS document ({e})")))?;
+        let mut keys = Vec::new();
+        for (i, jwk) in set.keys.iter().enumerate() {
+            let algorithm = match &jwk.algorithm {
+                AlgorithmParameters::RSA(_) => Algorithm::RS256,
+                AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
+                    Algorithm::ES256
+                }
+                _ => {
+                    return Err(IdentityError::Jwks(format!(
+                        "key {}: only RSA (RS256) and P-256 (ES256) keys are supported",
+                        i + 1
+                    )));
+                }
+            };
+            let key = DecodingKey::from_jwk(jwk)
+                .map_err(|e| IdentityError::Jwks(format!("key {}: {e}", i + 1)))?;
+            keys.push(JwtKey {
+                kid: jwk.common.key_id.clone(),
+                algorithm,
+                key,
+            });
+        }
+        if keys.is_empty() {
+            return Err(IdentityError::Jwks("the document has no keys".to_owned()));
+        }
+        if issuer.is_empty() || audience.is_empty() {
+            return Err(IdentityError::Jwks(
+                "--jwt-issuer and --jwt-audience are required with --jwt-jwks".to_owned(),
+            ));
+        }
+        self.jwt = Some(Jwt {
+            keys,
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+        });
+        Ok(self)
+    }
+
+    /// The principal of a request with these headers.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or(AuthError::Missing)?;
+        if value.len() > MAX_TOKEN_BYTES {
+            return Err(AuthError::Invalid("the token is too long".to_owned()));
+        }
+        let value = value
+            .to_str()
+            .map_err(|_| AuthError::Invalid("the header is not text".to_owned()))?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(AuthError::Missing)?;
+        if let Some(principal) = self.api_keys.get(&digest(token)) {
+            return Ok(principal.clone());
+        }
+        match &self.jwt {
+            Some(jwt) if token.matches('.').count() == 2 => jwt.verify(token),
+            _ => Err(AuthError::Invalid("unknown key".to_owned())),
+        }
+    }
+}
+
+impl Jwt {
+    fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| AuthError::Invalid(format!("malformed JWT ({e})")))?;
+        let candidates = self.keys.iter().filter(|k| {
+            k.algorithm == header.alg
+                && (header.kid.is_none() || k.kid.is_none() || k.kid == header.kid)
+        });
+        let mut last = AuthError::Invalid(format!(
+            "no key of the JWKS verifies a {:?} token with this key id",
+            header.alg
+        ));
+        for candidate in candidates {
+            let mut validation = Validation::new(candidate.algorithm);
+            validation.set_issuer(&[&self.issuer]);
+            validation.set_audience(&[&self.audience]);
+            validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            match jsonwebtoken::decode::<Claims>(token, &candidate.key, &validation) {
+                Ok(data) if !data.claims.sub.is_empty() => {
+                    return Ok(Principal::new(&data.claims.sub));
+                }
+                Ok(_) => return Err(AuthError::Invalid("the JWT's sub is empty".to_owned())),
+                Err(e) => last = AuthError::Invalid(jwt_problem(&e)),
+            }
+        }
+        Err(last)
+    }
+}
+
+fn jwt_problem(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => "the JWT has expired".to_owned(),
+        ErrorKind::InvalidIssuer => "the JWT's issuer (iss) is not the expected one".to_owned(),
+        ErrorKind::InvalidAudience => "the JWT's audience (aud) is not this gateway".to_owned(),
+        ErrorKind::InvalidSignature => "the JWT's signature does not verify".to_owned(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("the JWT has no {claim} claim"),
+        _ => format!("the JWT was refused ({e})"),
+    }
+}
+
+/// Middleware: authenticates every request (a 401 with `WWW-Authenticate: Bearer` when it
+/// fails) and puts its [`Principal`] in the request's extensions.
+pub async fn authenticate(
+    State(identity): State<Arc<Identity>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if req.uri().path() == "/openapi.json" {
+        return next.run(req).await;
+    }
+    match identity.authenticate(req.headers()) {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(e) => unauthorized(&e),
+    }
+}
+
+fn unauthorized(e: &AuthError) -> Response {
+    let challenge = match e {
+        AuthError::Missing => HeaderValue::from_static("Bearer realm=\"toolforge\""),
+        AuthError::Invalid(_) => {
+            HeaderValue::from_static("Bearer realm=\"toolforge\", error=\"invalid_token\"")
+        }
+    };
+    let mut response =
+        crate::http::ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, challenge);
+    response
+}
+
+/// The principal an HTTP request was authenticated as (`anonymous` when identity is off).
+#[must_use]
+pub fn principal_of(extensions: &http::Extensions) -> Principal {
+    extensions.get::<Principal>().cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;
