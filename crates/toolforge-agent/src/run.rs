@@ -993,6 +993,9 @@ impl Agent {
             retry_reason: None,
             error: None,
             corrective_retry: false,
+            principal: crate::trace::ANONYMOUS.to_owned(),
+            decision: None,
+            prev_hash: None,
         }
     }
 
@@ -1025,6 +1028,9 @@ impl Agent {
             retry_reason: step.retry_reason.clone(),
             error: step.error.clone(),
             corrective_retry: step.corrective_retry,
+            principal: crate::trace::ANONYMOUS.to_owned(),
+            decision: None,
+            prev_hash: None,
         }
     }
 }

@@ -11,4 +11,5 @@ pub mod select;
 pub mod serve;
 pub mod server;
 pub mod tools;
+pub mod trace;
 pub mod visibility;
