@@ -15,6 +15,7 @@ mod mcp_guard;
 pub mod mcp_sessions;
 pub mod mrtr;
 mod subscriptions;
+mod uri_template;
 pub mod visible;
 
 pub use http::{HttpOptions, health, router, serve, tool_rows};

@@ -399,7 +399,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
             item = serde_json::to_value(r).unwrap_or_default();
         } else if let Ok(listed) = self.inner.list_resource_templates(None, ctx.clone()).await
             && let Some(t) = listed.resource_templates.iter().find(|t| {
-                t.uri_template == uri || crate::mcp::template_matches(&t.uri_template, uri)
+                t.uri_template == uri || crate::uri_template::template_matches(&t.uri_template, uri)
             })
         {
             names.extend([t.uri_template.clone(), t.name.clone()]);

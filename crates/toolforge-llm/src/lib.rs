@@ -9,6 +9,7 @@ pub mod embed;
 pub mod mock;
 pub mod model;
 pub mod openai;
+pub mod openai_tokens;
 pub mod pricing;
 
 pub use mock::{MOCK_MODEL, MockModel};

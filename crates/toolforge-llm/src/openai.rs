@@ -43,8 +43,8 @@ use toolforge_retry::{Attempted, Decision, Failure as RetryFailure, RetryPolicy,
 use tracing::warn;
 
 use crate::model::{
-    Content, Message, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec,
-    Usage,
+    Content, InputBound, Message, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason,
+    ToolSpec, Usage,
 };
 
 /// OpenAI's public endpoint, version path included (`/chat/completions` is appended), as in the
@@ -135,6 +135,7 @@ impl OpenAiModel {
     /// own and no key is set, and with [`ModelError::Transport`] when the base URL is not a URL,
     /// the key cannot go in a header, or the HTTP client cannot be created.
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        crate::openai_tokens::warm(&config.model);
         let base = config.base_url.trim_end_matches('/');
         let not_a_url = |why: String| ModelError::Transport {
             provider: PROVIDER,
@@ -372,6 +373,16 @@ impl Model for OpenAiModel {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    /// Counted with the model family's own tokenizer when it is shipped
+    /// ([`crate::openai_tokens`]), else the byte bound.
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        let bound = match crate::openai_tokens::count(&self.config.model, request) {
+            Some(counted) => crate::model::counted_bound(request, counted),
+            None => InputBound::upper(request),
+        };
+        Box::pin(std::future::ready(bound))
     }
 
     fn complete<'a>(
@@ -1210,6 +1221,31 @@ mod tests {
 
     fn model(config: OpenAiConfig) -> OpenAiModel {
         OpenAiModel::new(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn input_bound_is_counted_for_the_shipped_tokenizer_families_only() {
+        let server = MockServer::start().await;
+        let req = request();
+        let byte_bound = InputBound::upper(&req);
+        let counted = model(OpenAiConfig {
+            model: "gpt-4o-mini".into(),
+            ..config(&server)
+        })
+        .input_bound(&req)
+        .await;
+        assert_eq!(counted.source, crate::model::BoundSource::Counted);
+        let exact = crate::openai_tokens::count("gpt-4o-mini", &req).unwrap();
+        assert!(exact <= counted.tokens && counted.tokens < byte_bound.tokens);
+        let other = model(OpenAiConfig {
+            model: "llama-3.1-8b-instruct".into(),
+            ..config(&server)
+        })
+        .input_bound(&req)
+        .await;
+        assert_eq!(other, byte_bound, "no tokenizer shipped: the byte bound");
+        // Nothing was sent to count.
+        assert!(server.received_requests().await.unwrap().is_empty());
     }
 
     fn weather_tool() -> ToolSpec {

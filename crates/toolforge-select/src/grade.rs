@@ -5,16 +5,14 @@
 //! server, tool, rule and alternatives all match. Embeddings for `cosine-similarity` come from
 //! the caller (a closure), so grading stays pure and the embedder is the caller's choice.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::broker::Rules;
 use crate::catalog::{Catalog, ToolId};
-use crate::overlap::overlap_groups;
 use crate::selection::{Call, Limits, Selection};
-use crate::selector::{Candidate, Context, Decision, select};
 
 /// One labelled case.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -117,97 +115,6 @@ pub struct Report {
     pub passed: usize,
     pub by_rule: BTreeMap<String, RuleTotals>,
     pub cases: Vec<CaseResult>,
-}
-
-/// Decides one case at a time against a catalog, building each tool's validator and
-/// description embedding on first use. Kept for callers that route with a `Case` (the
-/// gateway's `mcp.rs` today); new code routes with [`Selection::route`], which [`grade`] uses.
-pub struct Grader<'c> {
-    catalog: &'c Catalog,
-    embed: &'c (dyn Fn(&str) -> Vec<f32> + Sync),
-    group_of: HashMap<ToolId, Vec<ToolId>>,
-    validators: HashMap<ToolId, Option<jsonschema::Validator>>,
-    embeddings: HashMap<ToolId, Vec<f32>>,
-}
-
-impl<'c> Grader<'c> {
-    /// `embed` turns a text into a vector (the same embedder for prompts and descriptions).
-    #[must_use]
-    pub fn new(catalog: &'c Catalog, embed: &'c (dyn Fn(&str) -> Vec<f32> + Sync)) -> Self {
-        let group_of = overlap_groups(catalog)
-            .iter()
-            .flat_map(|g| {
-                g.members
-                    .iter()
-                    .map(move |m| (m.clone(), g.members.clone()))
-            })
-            .collect();
-        Self {
-            catalog,
-            embed,
-            group_of,
-            validators: HashMap::new(),
-            embeddings: HashMap::new(),
-        }
-    }
-
-    /// The selector's decision for one case (its `expected` is ignored); `None` when the
-    /// called tool is not in the catalog.
-    pub fn decide(&mut self, case: &Case) -> Option<Decision> {
-        let called = ToolId::new(&case.tool_call.server, &case.tool_call.tool);
-        self.catalog.get(&called)?;
-        let catalog = self.catalog;
-        let mut members = self
-            .group_of
-            .get(&called)
-            .cloned()
-            .unwrap_or_else(|| vec![called.clone()]);
-        members.sort_by_key(|m| {
-            (
-                catalog.server_index(&m.server).unwrap_or(usize::MAX),
-                m.name.clone(),
-            )
-        });
-        for m in &members {
-            if let Some(tool) = catalog.get(m) {
-                self.validators
-                    .entry(m.clone())
-                    .or_insert_with(|| jsonschema::validator_for(&tool.input_schema).ok());
-                if !self.embeddings.contains_key(m) {
-                    let v = (self.embed)(&tool.description);
-                    self.embeddings.insert(m.clone(), v);
-                }
-            }
-        }
-        let aliases = |server: &str| -> &[String] {
-            catalog
-                .server(server)
-                .map_or(&[] as &[String], |s| s.aliases.as_slice())
-        };
-        let candidates: Vec<Candidate<'_>> = members
-            .iter()
-            .map(|m| Candidate {
-                id: m.clone(),
-                aliases: aliases(&m.server),
-                validator: self.validators.get(m).and_then(Option::as_ref),
-                embedding: self.embeddings.get(m).map(Vec::as_slice),
-            })
-            .collect();
-        let session: Vec<ToolId> = case
-            .session
-            .iter()
-            .map(|s| ToolId::new(&s.server, &s.tool))
-            .collect();
-        let prompt_embedding = (self.embed)(&case.prompt);
-        let ctx = Context {
-            prompt: &case.prompt,
-            arguments: &case.tool_call.arguments,
-            session: &session,
-            group: &members,
-            prompt_embedding: Some(&prompt_embedding),
-        };
-        select(&ctx, &candidates)
-    }
 }
 
 /// Grades `cases` against `catalog`: each case is one [`Selection::route`] of its call among

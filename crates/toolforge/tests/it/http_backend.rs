@@ -60,8 +60,11 @@ async fn calls_to_an_http_backend_reuse_connections() {
         );
     }
     let opened = accepted.load(Ordering::SeqCst) - before;
+    // Without pooling every message opens a connection (at least 20 here). With it, a few may
+    // still open: hyper hands a connection back to its pool only after the response is read,
+    // so on a loaded machine the next request can start first and open another.
     assert!(
-        opened <= 2,
+        opened <= CALLS / 4,
         "{CALLS} calls opened {opened} new connections to the backend; pooled connections \
          should carry them"
     );

@@ -1,0 +1,321 @@
+//! `tools/call`: where a call goes (the selector decides group calls), its execution by the
+//! pool, and the rounds of a backend asking for input (MRTR) in both protocol eras.
+
+use parking_lot::Mutex;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequiredResult,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+use toolforge_mcp::CallContext;
+use toolforge_select::ToolId;
+
+use crate::mrtr::{self};
+use crate::visible::Scope;
+use toolforge_select::Call;
+use toolforge_select::presentation::Resolved;
+
+use super::{
+    CALL_TOOL, Gateway, PROMPT_META_KEY, SEARCH_TOOLS, SELECTION_META_KEY, START_WAIT_FOR_CALL,
+    Shared, ToolMode, complete, not_found,
+};
+
+/// What follows a backend's `input_required`.
+pub(super) enum NextRound {
+    /// Answer the client with this (2026-07-28 clients).
+    Relay(InputRequiredResult),
+    /// Retry the backend with the client's answers and the backend's state.
+    Retry {
+        responses: rmcp::model::InputResponses,
+        state: Option<String>,
+    },
+}
+
+/// Where a call goes, and the selector's reason.
+struct Routed {
+    id: ToolId,
+    rule: &'static str,
+    alternatives: Vec<String>,
+}
+
+impl Shared {
+    /// Which server and tool a call reaches, and why: a group call is decided by the selector
+    /// (DESIGN §2) with the prompt the client put in `_meta["toolforge/prompt"]` (rules 1 and 4
+    /// abstain without one) and this session's earlier calls.
+    fn route_tool(
+        &self,
+        scope: &Scope,
+        name: &str,
+        arguments: Option<&serde_json::Map<String, Value>>,
+        prompt: &str,
+        history: &Mutex<Vec<ToolId>>,
+    ) -> Option<Routed> {
+        let presentation = self.presentation();
+        match presentation.resolve(name)? {
+            Resolved::Direct(id) => scope.allows(&id).then_some(Routed {
+                id,
+                rule: "single-candidate",
+                alternatives: Vec::new(),
+            }),
+            Resolved::Group(group) => {
+                // The members this request may see are the candidates; the selection decides.
+                let candidates: Vec<ToolId> = group
+                    .members
+                    .iter()
+                    .filter(|m| scope.allows(m))
+                    .cloned()
+                    .collect();
+                if candidates.is_empty() {
+                    return None;
+                }
+                let selection = self.selection();
+                let session: Vec<ToolId> = history.lock().clone();
+                let arguments = Value::Object(arguments.cloned().unwrap_or_default());
+                let prompt_vector = (!prompt.is_empty()).then(|| self.embedder.embed_one(prompt));
+                let decision = selection.route(&Call {
+                    candidates: &candidates,
+                    prompt,
+                    arguments: &arguments,
+                    session: &session,
+                    prompt_vector: prompt_vector.as_deref(),
+                })?;
+                Some(Routed {
+                    id: decision.chosen,
+                    rule: decision.rule,
+                    alternatives: decision.alternatives,
+                })
+            }
+        }
+    }
+}
+
+impl Gateway {
+    pub(super) async fn serve_call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ToolMode::Search { pinned } = &self.shared.tool_mode else {
+            return self.call_exposed(req, ctx).await;
+        };
+        let args = req.arguments.clone().unwrap_or_default();
+        match req.name.as_ref() {
+            SEARCH_TOOLS => Ok(CallToolResponse::Complete(self.search_tools(&args, &ctx)?)),
+            CALL_TOOL => {
+                let Some(name) = args.get("name").and_then(Value::as_str) else {
+                    return Err(McpError::invalid_params(
+                        "call_tool needs `name` (a tool name from search_tools) and `arguments`",
+                        None,
+                    ));
+                };
+                let arguments = match args.get("arguments") {
+                    None | Some(Value::Null) => serde_json::Map::new(),
+                    Some(Value::Object(m)) => m.clone(),
+                    Some(_) => {
+                        return Err(McpError::invalid_params(
+                            "call_tool: `arguments` must be an object",
+                            None,
+                        ));
+                    }
+                };
+                let mut inner = req;
+                inner.name = name.to_owned().into();
+                inner.arguments = Some(arguments);
+                self.call_exposed(inner, ctx).await
+            }
+            name if pinned.iter().any(|p| p == name) => self.call_exposed(req, ctx).await,
+            name => Err(not_found("tool", name)),
+        }
+    }
+
+    /// Calls an exposed tool (by the name clients see): routed by the selector within what this
+    /// request may see, executed by the pool, the decision added to the result's `_meta`.
+    pub(super) async fn call_exposed(
+        &self,
+        mut req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = req.name.to_string();
+        let routed = match req.request_state.take() {
+            // A retry after `input_required`: the same server and tool, from the sealed state.
+            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req)?,
+            None => self.routed(&ctx, &name, &req).await?,
+        };
+        let id = routed.id.clone();
+        req.name = id.name.clone().into();
+        let call = CallContext {
+            caller: Some(self.caller(&ctx)),
+            progress: ctx.meta.get_progress_token(),
+            cancel: Some(ctx.ct.clone()),
+        };
+        let selection = json!({
+            "server": id.server,
+            "tool": id.name,
+            "selection_rule": routed.rule,
+            "alternatives": routed.alternatives,
+        });
+        let mut rounds = 0;
+        loop {
+            let failure = match self
+                .shared
+                .pool
+                .call_tool(&id.server, req.clone(), call.clone())
+                .await
+            {
+                Ok(mut outcome) => {
+                    {
+                        let mut history = self.history.lock();
+                        history.push(id);
+                        let excess = history.len().saturating_sub(100);
+                        history.drain(..excess);
+                    }
+                    outcome
+                        .result
+                        .meta
+                        .get_or_insert_with(Default::default)
+                        .insert(SELECTION_META_KEY.to_owned(), selection);
+                    return Ok(CallToolResponse::Complete(complete(outcome.result)));
+                }
+                Err(failure) => failure,
+            };
+            match failure.error {
+                toolforge_mcp::CallError::InputRequired { result, .. } => {
+                    let key = format!("tools/call:{name}");
+                    match self
+                        .input_required(&ctx, &key, (&id.server, &id.name), *result, &mut rounds)
+                        .await?
+                    {
+                        NextRound::Relay(r) => return Ok(CallToolResponse::InputRequired(r)),
+                        NextRound::Retry { responses, state } => {
+                            req.input_responses = Some(responses);
+                            req.request_state = state;
+                        }
+                    }
+                }
+                toolforge_mcp::CallError::Rpc(e) => return Err(e),
+                other => {
+                    return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                        ContentBlock::text(format!("toolforge: {other}")),
+                    ])));
+                }
+            }
+        }
+    }
+
+    /// A backend's `input_required` for the client call `ctx` of `key` (method and exposed
+    /// name): relayed sealed to a 2026-07-28 client, or asked of a handshake-era client on its
+    /// own call's stream, giving the backend's retry inputs.
+    pub(super) async fn input_required(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        key: &str,
+        target: (&str, &str),
+        result: InputRequiredResult,
+        rounds: &mut usize,
+    ) -> Result<NextRound, McpError> {
+        let (server, name) = target;
+        if mrtr::client_is_modern(ctx) {
+            let envelope = mrtr::Envelope {
+                server: server.to_owned(),
+                tool: name.to_owned(),
+                backend_state: result.request_state.clone(),
+            };
+            let sealed = self.shared.seal().seal(key, &envelope);
+            return Ok(NextRound::Relay(mrtr::relayed(result, sealed)));
+        }
+        *rounds += 1;
+        if *rounds > mrtr::MAX_ROUNDS {
+            return Err(McpError::internal_error(
+                format!(
+                    "server \"{server}\" still asked for input after {} rounds",
+                    mrtr::MAX_ROUNDS
+                ),
+                None,
+            ));
+        }
+        let requests = result.input_requests.unwrap_or_default();
+        Ok(NextRound::Retry {
+            responses: mrtr::ask_client(ctx, requests).await?,
+            state: result.request_state,
+        })
+    }
+
+    /// Opens a retry's sealed state for `key`, checking it names `server`; the backend's state.
+    pub(super) fn reopened(
+        &self,
+        key: &str,
+        sealed: &str,
+        server: &str,
+    ) -> Result<Option<String>, McpError> {
+        let envelope = self.shared.seal().open(key, sealed)?;
+        if envelope.server != server {
+            return Err(McpError::invalid_params(
+                "requestState belongs to another server's request",
+                None,
+            ));
+        }
+        Ok(envelope.backend_state)
+    }
+
+    /// Where a new call goes: the selector's decision within what this request may see,
+    /// waiting for servers still starting when no ready one offers the name.
+    async fn routed(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        name: &str,
+        req: &CallToolRequestParams,
+    ) -> Result<Routed, McpError> {
+        let prompt = ctx
+            .meta
+            .get(PROMPT_META_KEY)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let route = || {
+            self.shared.route_tool(
+                &self.scope(ctx),
+                name,
+                req.arguments.as_ref(),
+                prompt,
+                &self.history,
+            )
+        };
+        let mut routed = route();
+        if routed.is_none() && self.shared.pool.starting() {
+            // The tool may belong to a server that is still starting.
+            self.shared.pool.settled(START_WAIT_FOR_CALL).await;
+            routed = route();
+        }
+        if routed.is_none() && self.shared.pool.refresh_for_unknown_tool(name).await {
+            // A server added the tool without `list_changed`: route over its new list (the
+            // presentation follows the pool's catalog at once; sessions hear list_changed).
+            routed = route();
+        }
+        routed.ok_or_else(|| not_found("tool", name))
+    }
+
+    /// Where a retry after `input_required` goes: the server and tool sealed in its state
+    /// (still visible to this request), with the backend's own state restored.
+    fn resumed(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        name: &str,
+        sealed: &str,
+        req: &mut CallToolRequestParams,
+    ) -> Result<Routed, McpError> {
+        let envelope = self
+            .shared
+            .seal()
+            .open(&format!("tools/call:{name}"), sealed)?;
+        let id = ToolId::new(&envelope.server, &envelope.tool);
+        if !self.scope(ctx).allows(&id) {
+            return Err(not_found("tool", name));
+        }
+        req.request_state = envelope.backend_state;
+        Ok(Routed {
+            id,
+            rule: "resumed",
+            alternatives: Vec::new(),
+        })
+    }
+}

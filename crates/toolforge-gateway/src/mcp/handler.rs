@@ -1,0 +1,154 @@
+//! The MCP surface: rmcp's `ServerHandler`, each request handed to the file of its concern.
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool as McpTool, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+
+use super::{Gateway, Session};
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let instructions = self
+            .shared
+            .pool
+            .instructions()
+            .into_iter()
+            .map(|(s, i)| format!("{s}: {i}"))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut info = ServerConfig::new(self.shared.capabilities())
+            .with_server_info(Implementation::new("toolforge", env!("CARGO_PKG_VERSION")));
+        if !instructions.is_empty() {
+            info = info.with_instructions(instructions);
+        }
+        info
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(crate::listen::offered(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.shared.listeners.hold(context).await;
+        Ok(())
+    }
+
+    /// The definition clients see for `name` (rmcp validates a call's `Mcp-Param-*` headers
+    /// against its `x-mcp-header` annotations).
+    fn get_tool(&self, name: &str) -> Option<McpTool> {
+        let presentation = self.shared.presentation();
+        let index = presentation.tools().iter().position(|e| e.name == name)?;
+        self.shared
+            .tool_list_where(&presentation, &|k, _| k == index)
+            .into_iter()
+            .next()
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let mut sessions = self.shared.sessions.lock();
+        // Ended sessions (closed, or expired idle) give their memory back here too.
+        sessions.retain(|s| !s.peer.is_transport_closed());
+        sessions.push(Session {
+            peer: ctx.peer,
+            listed: self.listed.clone(),
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.serve_list_tools(req, ctx).await
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.serve_call_tool(req, ctx).await
+    }
+
+    async fn list_resources(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.serve_list_resources(req, ctx).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.serve_list_resource_templates(req, ctx).await
+    }
+
+    async fn read_resource(
+        &self,
+        req: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.serve_read_resource(req, ctx).await
+    }
+
+    async fn subscribe(
+        &self,
+        req: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.serve_subscribe(req, ctx).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        req: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.serve_unsubscribe(req, _ctx).await
+    }
+
+    async fn list_prompts(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.serve_list_prompts(req, ctx).await
+    }
+
+    async fn get_prompt(
+        &self,
+        req: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.serve_get_prompt(req, ctx).await
+    }
+
+    async fn complete(
+        &self,
+        req: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.serve_complete(req, ctx).await
+    }
+
+    async fn set_level(
+        &self,
+        req: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.pool.set_level(req.level).await;
+        Ok(())
+    }
+}

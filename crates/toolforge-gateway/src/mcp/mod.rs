@@ -1,0 +1,387 @@
+//! The gateway as one MCP server over the pool: a hand-written `ServerHandler` (the catalog is
+//! dynamic, so the tool macros do not fit).
+//!
+//! Naming: tools follow `toolforge_select::presentation` (own names when unique, overlap groups
+//! under the group's name, `server__tool` always accepted). A tool with one member is re-exposed
+//! with its server's own definition (title, annotations, outputSchema, `_meta`), renamed only
+//! when the presentation renamed it. Resources are routed by URI (the server that lists it, else
+//! the server whose template matches); prompts by name, and a prompt name offered by several
+//! servers goes to the first in configuration order while the others stay reachable as
+//! `server__prompt`. A group call goes where the selector decides (the five rules of DESIGN §2,
+//! with the client's prompt from `_meta["toolforge/prompt"]` and this session's history); the
+//! result's `_meta["toolforge/selection"]` says which server ran it and by which rule.
+
+//!
+//! One concern per file: `handler` is rmcp's `ServerHandler` and hands each request on;
+//! `tool_list` answers `tools/list` and search mode; `calls` routes and runs `tools/call` with
+//! its MRTR rounds; `resources` and `prompts` (with completions) do the same for theirs;
+//! `events` carries pool events to sessions and listen streams.
+
+#![allow(deprecated)]
+
+mod calls;
+mod events;
+mod handler;
+mod prompts;
+mod resources;
+mod tool_list;
+
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rmcp::model::{CallToolResult, ResultType, ServerCapabilities};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use serde_json::json;
+use toolforge_llm::embed::HashingEmbedder;
+use toolforge_mcp::{Caller, Pool, PoolEvent};
+use toolforge_select::ToolId;
+
+use crate::cache_hints::CacheHints;
+use crate::listen::Listeners;
+use crate::mrtr::{self, StateSeal};
+use crate::subscriptions::Subscriptions;
+use crate::visible::{PreparedCache, RequestChannels, Scope, VisibilityConfig};
+use toolforge_select::broker::Rules;
+use toolforge_select::presentation::{Namespace, Presentation};
+use toolforge_select::{Limits, Selection};
+
+/// How tools are offered to clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolMode {
+    /// Every visible tool is listed.
+    #[default]
+    Direct,
+    /// Progressive discovery: only `search_tools` and `call_tool` are listed, plus the pinned
+    /// tools (exposed names), so a client with hundreds of tools starts from two.
+    Search { pinned: Vec<String> },
+}
+
+/// How long a `tools/list` (or any list) waits for servers still making their first start
+/// attempt before it answers with what is ready; their tools follow with `list_changed`.
+pub const START_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a call of a name no ready server offers waits for servers still starting.
+pub const START_WAIT_FOR_CALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The search mode's meta-tools.
+pub const SEARCH_TOOLS: &str = "search_tools";
+pub const CALL_TOOL: &str = "call_tool";
+/// Most results `search_tools` returns.
+pub const MAX_SEARCH_RESULTS: usize = 50;
+
+/// The `_meta` key of a `tools/list` whose search query matched no tool (the whole visible set
+/// is listed then, as seed 001 says).
+pub const QUERY_MATCHED_META_KEY: &str = "toolforge/queryMatched";
+
+/// The request header that names the intent the broker's rules apply to on `tools/list`.
+pub const INTENT_HEADER: &str = "x-mcp-intent";
+
+/// The `_meta` key a client puts the user's prompt under, for the selector.
+pub const PROMPT_META_KEY: &str = "toolforge/prompt";
+/// The `_meta` key of a result that says which server ran the call and why.
+pub const SELECTION_META_KEY: &str = "toolforge/selection";
+
+/// The channels of a session's last `tools/list` (`None` until it lists).
+type Listed = Arc<Mutex<Option<RequestChannels>>>;
+/// A presentation, and each of its exposed tools' members as catalog positions.
+type MemberPositions = (Arc<Presentation>, Arc<[Box<[usize]>]>);
+
+/// One live session: its peer, and what it last listed tools with.
+struct Session {
+    peer: Peer<RoleServer>,
+    listed: Listed,
+}
+
+/// State shared by every session of one gateway.
+pub struct Shared {
+    pub pool: Arc<Pool>,
+    pub namespace: Namespace,
+    /// The presentation sessions list, and the catalog it was built from.
+    presentation: RwLock<(Arc<Presentation>, Arc<toolforge_select::Catalog>)>,
+    sessions: Mutex<Vec<Session>>,
+    /// uri -> sessions (id, peer) subscribed to it.
+    subscriptions: Mutex<Subscriptions<Peer<RoleServer>>>,
+    next_session: std::sync::atomic::AtomicU64,
+    embedder: HashingEmbedder,
+    /// The operator's visibility (env and CLI); requests narrow it.
+    pub visibility: Arc<VisibilityConfig>,
+    /// The current catalog prepared for per-request visibility.
+    prepared: PreparedCache,
+    /// Each exposed tool's members as catalog positions, for one presentation: a restricted
+    /// `tools/list` then checks positions instead of hashing every member's id.
+    member_positions: Mutex<Option<MemberPositions>>,
+    pub tool_mode: ToolMode,
+    /// Seals the state of calls waiting for the client's input (2026-07-28).
+    seal: RwLock<Arc<StateSeal>>,
+    /// Open `subscriptions/listen` streams (2026-07-28).
+    listeners: Arc<Listeners>,
+    /// The selection over the current catalog (the one decision point for group calls), and
+    /// the catalog it was built for.
+    selection: Mutex<Option<(Arc<toolforge_select::Catalog>, Arc<Selection>)>>,
+    /// The broker's rules (seed 004) that narrow `tools/list` to a request's intent.
+    rules: RwLock<Rules>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Builds the shared state and starts relaying pool events to sessions.
+    #[must_use]
+    pub fn new(pool: Arc<Pool>, namespace: Namespace) -> Arc<Self> {
+        Self::with_visibility(pool, namespace, VisibilityConfig::default())
+    }
+
+    /// Like [`Shared::new`], with the operator's visibility.
+    #[must_use]
+    pub fn with_visibility(
+        pool: Arc<Pool>,
+        namespace: Namespace,
+        visibility: VisibilityConfig,
+    ) -> Arc<Self> {
+        Self::with_options(pool, namespace, visibility, ToolMode::Direct)
+    }
+
+    /// Like [`Shared::with_visibility`], with a tool mode.
+    #[must_use]
+    pub fn with_options(
+        pool: Arc<Pool>,
+        namespace: Namespace,
+        visibility: VisibilityConfig,
+        tool_mode: ToolMode,
+    ) -> Arc<Self> {
+        let catalog = pool.shared_catalog();
+        let presentation = (Arc::new(Presentation::new(&catalog, namespace)), catalog);
+        let shared = Arc::new(Self {
+            pool,
+            namespace,
+            presentation: RwLock::new(presentation),
+            sessions: Mutex::new(Vec::new()),
+            subscriptions: Mutex::new(Subscriptions::default()),
+            next_session: std::sync::atomic::AtomicU64::new(1),
+            embedder: HashingEmbedder::default(),
+            visibility: Arc::new(visibility),
+            prepared: PreparedCache::default(),
+            member_positions: Mutex::new(None),
+            tool_mode,
+            seal: RwLock::new(Arc::new(StateSeal::random())),
+            listeners: Arc::new(Listeners::default()),
+            selection: Mutex::new(None),
+            rules: RwLock::new(Rules::default()),
+        });
+        let weak = Arc::downgrade(&shared);
+        let mut events = shared.pool.subscribe_events();
+        tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        PoolEvent::ToolsChanged {
+                            server: String::new(),
+                        }
+                    }
+                    Err(_) => break,
+                };
+                let Some(shared) = weak.upgrade() else { break };
+                shared.on_event(event).await;
+            }
+        });
+        shared
+    }
+
+    /// Seals `requestState` with `key` from now on (at least 32 bytes; every replica behind one
+    /// load balancer needs the same key, so that any of them can resume a call). Without it,
+    /// a random key of this process.
+    ///
+    /// # Errors
+    /// The key is too short.
+    pub fn set_state_key(&self, key: &[u8]) -> Result<(), mrtr::KeyTooShort> {
+        *self.seal.write() = Arc::new(StateSeal::new(key)?);
+        Ok(())
+    }
+
+    /// The broker's rules from now on: a `tools/list` then shows the tools the rules offer for
+    /// the request's intent (`x-mcp-intent`, else detected from its query).
+    pub fn set_rules(&self, rules: Rules) {
+        *self.rules.write() = rules;
+        *self.selection.lock() = None;
+    }
+
+    /// The selection over the pool's current catalog, built once per catalog generation.
+    pub(super) fn selection(&self) -> Arc<Selection> {
+        let catalog = self.pool.shared_catalog();
+        let mut slot = self.selection.lock();
+        if let Some((built_for, selection)) = slot.as_ref()
+            && Arc::ptr_eq(built_for, &catalog)
+        {
+            return selection.clone();
+        }
+        let limits = Limits {
+            max_tools: usize::MAX,
+            ..Limits::default()
+        };
+        let selection = Arc::new(
+            Selection::new((*catalog).clone(), self.rules.read().clone(), limits)
+                .with_route_embedder(&|t| self.embedder.embed_one(t)),
+        );
+        *slot = Some((catalog, selection.clone()));
+        selection
+    }
+
+    pub(super) fn seal(&self) -> Arc<StateSeal> {
+        self.seal.read().clone()
+    }
+
+    /// The presentation of the pool's current catalog. Normally the one the event task keeps;
+    /// when the catalog has just changed and that task has not caught up yet (a request that
+    /// waited for a server to start), one built for this request, so it sees what the pool
+    /// has now. The event task still replaces the kept one and sends `list_changed`.
+    #[must_use]
+    pub fn presentation(&self) -> Arc<Presentation> {
+        let catalog = self.pool.shared_catalog();
+        let (kept, built_from) = self.presentation.read().clone();
+        if Arc::ptr_eq(&built_from, &catalog) {
+            kept
+        } else {
+            Arc::new(Presentation::new(&catalog, self.namespace))
+        }
+    }
+
+    /// What a request with these channels may see of the pool's current catalog (prepared
+    /// once per catalog generation).
+    #[must_use]
+    pub fn scope(&self, request: &crate::visible::RequestChannels) -> Scope {
+        let prepared = self.prepared.get(self.pool.shared_catalog());
+        self.visibility.scope(prepared, request)
+    }
+
+    /// Each server's configured tags (they apply to its resources and prompts too).
+    pub(super) fn server_tags(&self) -> std::collections::HashMap<String, Vec<String>> {
+        self.pool
+            .shared_catalog()
+            .servers
+            .iter()
+            .map(|s| (s.name.clone(), s.tags.clone()))
+            .collect()
+    }
+
+    pub(super) fn capabilities(&self) -> ServerCapabilities {
+        let caps = self.pool.capabilities();
+        let any = |f: fn(&ServerCapabilities) -> bool| caps.iter().any(|(_, c)| f(c));
+        let mut v = json!({"tools": {"listChanged": true}});
+        if any(|c| c.resources.is_some()) {
+            let subscribe = any(|c| {
+                c.resources
+                    .as_ref()
+                    .is_some_and(|r| r.subscribe == Some(true))
+            });
+            v["resources"] = json!({"subscribe": subscribe, "listChanged": true});
+        }
+        if any(|c| c.prompts.is_some()) {
+            v["prompts"] = json!({"listChanged": true});
+        }
+        if any(|c| c.logging.is_some()) {
+            v["logging"] = json!({});
+        }
+        if any(|c| c.completions.is_some()) {
+            v["completions"] = json!({});
+        }
+        serde_json::from_value(v).unwrap_or_default()
+    }
+}
+
+/// One MCP session's handler (cheap to clone: the state is shared).
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+    session: u64,
+    /// This session's executed calls, oldest first (the selector's session-recency rule).
+    history: Arc<Mutex<Vec<ToolId>>>,
+    /// The query string of the session's first request (its visibility scope).
+    session_query: crate::visible::SessionScope,
+    /// The channels of this session's last `tools/list`.
+    listed: Listed,
+}
+
+impl Gateway {
+    /// A handler for one new session.
+    #[must_use]
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let session = shared
+            .next_session
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self {
+            shared,
+            session,
+            history: Arc::new(Mutex::new(Vec::new())),
+            session_query: Arc::new(Mutex::new(None)),
+            listed: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+impl Gateway {
+    /// How a list answer for a request with `channels` may be cached: shared by every client
+    /// when nothing narrowed it, else private to this client (it shows what this request may
+    /// see).
+    pub(super) fn cache_hints(&self, channels: &RequestChannels) -> CacheHints {
+        CacheHints::narrowed(!(self.shared.visibility.is_open() && channels.is_empty()))
+    }
+
+    /// The client call `ctx` is, for relaying what a backend asks during it.
+    pub(super) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
+        Caller::new(ctx.peer.clone(), ctx.id.clone(), self.session)
+            .with_capabilities(ctx.client_capabilities())
+    }
+
+    /// What this request may see: the operator's channels narrowed by the session's query and
+    /// this request's headers.
+    pub(super) fn scope(&self, ctx: &RequestContext<RoleServer>) -> Scope {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        self.shared.scope(&channels)
+    }
+
+    /// Keeps the items (each with its server) this request may see; `names` gives the names a
+    /// visibility list may use for one.
+    pub(super) fn shown_components<T: serde::Serialize>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        items: Vec<(String, T)>,
+        names: impl Fn(&T) -> Vec<String>,
+    ) -> Vec<(String, T)> {
+        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        let config = &self.shared.visibility;
+        if config.is_open() && channels.is_empty() {
+            return items;
+        }
+        let tags = self.shared.server_tags();
+        let components: Vec<_> = items
+            .iter()
+            .map(|(server, item)| {
+                let server_tags = tags.get(server).map_or(&[][..], Vec::as_slice);
+                crate::visible::component(server, names(item), item, server_tags)
+            })
+            .collect();
+        let shown = config.components(&components, &channels);
+        items
+            .into_iter()
+            .zip(shown)
+            .filter_map(|(item, shown)| shown.then_some(item))
+            .collect()
+    }
+}
+
+/// A backend's tool result as this gateway answers it. Results relayed from servers on earlier
+/// revisions carry no `resultType`; 2026-07-28 requires it on every result (rmcp strips it
+/// again for clients on earlier revisions).
+fn complete(mut result: CallToolResult) -> CallToolResult {
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    result
+}
+
+pub(crate) fn not_found(what: &str, name: &str) -> McpError {
+    McpError::invalid_params(format!("unknown {what}: {name}"), None)
+}

@@ -1,0 +1,281 @@
+//! `tools/list` and search mode: the exposed tools a request sees, as MCP definitions.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CacheScope, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    Tool as McpTool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+use toolforge_select::ToolId;
+
+use crate::group_annotations::group_annotations;
+use crate::visible::{RequestChannels, Scope};
+use toolforge_select::presentation::Presentation;
+
+use super::{
+    CALL_TOOL, Gateway, INTENT_HEADER, MAX_SEARCH_RESULTS, QUERY_MATCHED_META_KEY, SEARCH_TOOLS,
+    START_GRACE, Shared, ToolMode,
+};
+
+impl Shared {
+    /// `tools`, narrowed to what the broker's rules offer for the request's intent: the
+    /// `x-mcp-intent` header, else the intent detected from its query (`q`, `x-mcp-query`).
+    /// Without rules and without an intent header, `tools` as they are.
+    pub(super) fn offered(&self, tools: Vec<McpTool>, channels: &RequestChannels) -> Vec<McpTool> {
+        let header = |name: &str| {
+            channels
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        };
+        let intent = header(INTENT_HEADER);
+        if self.rules.read().rules.is_empty() && intent.is_none() {
+            return tools;
+        }
+        let message = header("x-mcp-query")
+            .or_else(|| {
+                channels
+                    .query
+                    .iter()
+                    .find(|(k, _)| k == "q")
+                    .map(|(_, v)| v.as_str())
+            })
+            .unwrap_or_default();
+        let offer = self.selection().offer(&toolforge_select::OfferRequest {
+            intent,
+            ..toolforge_select::OfferRequest::new(message)
+        });
+        let offered: HashSet<ToolId> = offer.ids().into_iter().collect();
+        let presentation = self.presentation();
+        let shown: HashSet<&str> = presentation
+            .tools()
+            .iter()
+            .filter(|e| e.members.iter().any(|m| offered.contains(m)))
+            .map(|e| e.name.as_str())
+            .collect();
+        tools
+            .into_iter()
+            .filter(|t| shown.contains(t.name.as_ref()))
+            .collect()
+    }
+
+    /// The tools as MCP definitions, in presentation order.
+    #[must_use]
+    pub fn tool_list(&self) -> Vec<McpTool> {
+        self.visible_tool_list(&|_| true)
+    }
+
+    /// The tools as MCP definitions, in presentation order, keeping those with a member
+    /// `visible` allows.
+    pub fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<McpTool> {
+        self.tool_list_where(&self.presentation(), &|_, exposed| {
+            exposed.members.iter().any(visible)
+        })
+    }
+
+    /// The tools a request's scope shows, as MCP definitions in presentation order.
+    pub fn scoped_tool_list(&self, scope: &Scope) -> Vec<McpTool> {
+        let (presentation, catalog) = self.presentation.read().clone();
+        if !Arc::ptr_eq(&catalog, &scope.prepared.catalog) {
+            // The pool's catalog changed and the presentation is not rebuilt yet.
+            return self.visible_tool_list(&|id| scope.allows(id));
+        }
+        let members = {
+            let mut slot = self.member_positions.lock();
+            match slot.as_ref() {
+                Some((built_for, members)) if Arc::ptr_eq(built_for, &presentation) => {
+                    members.clone()
+                }
+                _ => {
+                    let members: Arc<[Box<[usize]>]> = presentation
+                        .tools()
+                        .iter()
+                        .map(|e| {
+                            e.members
+                                .iter()
+                                .filter_map(|m| scope.prepared.position(m))
+                                .collect()
+                        })
+                        .collect();
+                    *slot = Some((presentation.clone(), members.clone()));
+                    members
+                }
+            }
+        };
+        self.tool_list_where(&presentation, &|k, _| {
+            members[k].iter().any(|&i| scope.shows(i))
+        })
+    }
+
+    /// The exposed tools `keep` accepts (given their index in the presentation), as MCP
+    /// definitions in presentation order.
+    pub(super) fn tool_list_where(
+        &self,
+        presentation: &Presentation,
+        keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
+    ) -> Vec<McpTool> {
+        let shown: Vec<&toolforge_select::ExposedTool> = presentation
+            .tools()
+            .iter()
+            .enumerate()
+            .filter(|(k, exposed)| keep(*k, exposed))
+            .map(|(_, exposed)| exposed)
+            .collect();
+        // A tool with one member is re-exposed with its server's own definition.
+        let singles: Vec<&ToolId> = shown
+            .iter()
+            .filter_map(|e| match e.members.as_slice() {
+                [only] => Some(only),
+                _ => None,
+            })
+            .collect();
+        let mut definitions = self.pool.tool_definitions(&singles).into_iter();
+        shown
+            .into_iter()
+            .filter_map(|exposed| {
+                if exposed.members.len() == 1
+                    && let Some(mut def) = definitions.next().flatten()
+                {
+                    def.name = exposed.name.clone().into();
+                    return Some(def);
+                }
+                let mut def = json!({
+                    "name": exposed.name,
+                    "description": exposed.description,
+                    "inputSchema": exposed.input_schema,
+                });
+                let members: Vec<&ToolId> = exposed.members.iter().collect();
+                let annotations = group_annotations(&self.pool.tool_definitions(&members));
+                if let Some(a) = annotations {
+                    def["annotations"] = a;
+                }
+                serde_json::from_value(def).ok()
+            })
+            .collect()
+    }
+}
+
+impl Gateway {
+    /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
+    /// parameters), best first.
+    pub(super) fn search_tools(
+        &self,
+        args: &serde_json::Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .filter(|q| !q.trim().is_empty())
+            .ok_or_else(|| McpError::invalid_params("search_tools needs a `query`", None))?;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(10, |n| usize::try_from(n).unwrap_or(MAX_SEARCH_RESULTS))
+            .clamp(1, MAX_SEARCH_RESULTS);
+        let scope = self.scope(ctx);
+        let presentation = self.shared.presentation();
+        let offered: Vec<(&toolforge_select::ExposedTool, &toolforge_select::Tool)> = presentation
+            .tools()
+            .iter()
+            .filter_map(|e| e.members.iter().find_map(|m| Some((e, scope.get(m)?))))
+            .collect();
+        let tools: Vec<&toolforge_select::Tool> = offered.iter().map(|(_, t)| *t).collect();
+        let index = toolforge_select::rank::Bm25Index::from_tools(&tools);
+        let matches: Vec<Value> = index
+            .search(query, limit)
+            .into_iter()
+            .map(|(i, score)| {
+                let (exposed, _) = offered[i];
+                json!({
+                    "name": exposed.name,
+                    "description": exposed.description,
+                    "inputSchema": exposed.input_schema,
+                    "score": (f64::from(score) * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        let body = json!({"query": query, "tools": matches});
+        let mut result = CallToolResult::structured(body.clone());
+        result.content = vec![ContentBlock::text(body.to_string())];
+        Ok(result)
+    }
+
+    pub(super) async fn serve_list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.shared.pool.settled(START_GRACE).await;
+        let channels = crate::visible::session_channels(&self.session_query, &ctx);
+        self.listed.lock().clone_from(&Some(channels.clone()));
+        let mut query_matched = None;
+        let tools = if self.shared.visibility.is_open() && channels.is_empty() {
+            self.shared.tool_list()
+        } else {
+            let scope = self.shared.scope(&channels);
+            query_matched = scope.query_matched();
+            self.shared.scoped_tool_list(&scope)
+        };
+        let listed = tools.len();
+        let tools = self.shared.offered(tools, &channels);
+        let mut hints = self.cache_hints(&channels);
+        if tools.len() != listed {
+            // The broker narrowed it for this request's intent.
+            hints.scope = CacheScope::Private;
+        }
+        let mut result = hints.apply(ListToolsResult::with_all_items(
+            match &self.shared.tool_mode {
+                ToolMode::Direct => tools,
+                ToolMode::Search { pinned } => {
+                    let mut listed = search_meta_tools();
+                    listed.extend(
+                        tools
+                            .into_iter()
+                            .filter(|t| pinned.iter().any(|p| p == t.name.as_ref())),
+                    );
+                    listed
+                }
+            },
+        ));
+        if query_matched == Some(false) {
+            // The search matched nothing, so the whole visible set is listed: say so.
+            result
+                .meta
+                .get_or_insert_with(Default::default)
+                .insert(QUERY_MATCHED_META_KEY.to_owned(), Value::Bool(false));
+        }
+        Ok(result)
+    }
+}
+
+/// The search mode's two meta-tools.
+fn search_meta_tools() -> Vec<McpTool> {
+    let defs = [
+        json!({
+            "name": SEARCH_TOOLS,
+            "description": "Search the available tools by what you want to do. Returns the best matches with their names, descriptions and input schemas; call one with call_tool.",
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "What you want to do, in plain words."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS, "default": 10}
+            }, "required": ["query"]},
+            "annotations": {"readOnlyHint": true}
+        }),
+        json!({
+            "name": CALL_TOOL,
+            "description": "Call a tool found with search_tools, by its name, with arguments that match its input schema.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "The tool's name, as search_tools gave it."},
+                "arguments": {"type": "object", "description": "The tool's arguments."}
+            }, "required": ["name"]}
+        }),
+    ];
+    defs.into_iter()
+        .filter_map(|d| serde_json::from_value(d).ok())
+        .collect()
+}
