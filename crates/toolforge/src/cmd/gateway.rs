@@ -28,6 +28,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
     let rules = super::broker::rules_for(args.rules.as_deref(), &config.settings, &config_path)?;
+    let traces = crate::agent::trace_sink().await?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
@@ -37,10 +38,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     crate::config::apply_state_key(&shared)?;
     shared.set_rules(rules);
+    shared.set_trail(traces.clone());
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),
     };
+    traces.flush().await;
     pool.shutdown().await;
     served
 }

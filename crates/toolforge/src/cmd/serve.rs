@@ -105,6 +105,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 return Err(e);
             }
         };
+    // Gateway calls are traced through the agent's writer: one file, one hash chain.
+    shared.set_trail(agent.traces().clone());
     let cancel = CancellationToken::new();
     let mut extra_hosts = args.allow_hosts;
     if !args.host.is_loopback() && !args.host.is_unspecified() {

@@ -9,6 +9,7 @@ mod cost_report;
 mod dry_run;
 mod evals;
 mod faults;
+mod governance_pins;
 mod http_backend;
 mod inspector;
 mod overlaps;
