@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolforge_agent::answer::{AGENT_ANSWER_SCHEMA, AgentAnswer};
+use toolforge_agent::halt::HaltReason;
 use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult, Visibility};
 use toolforge_llm::{Content, Message, Role};
 
@@ -270,13 +271,13 @@ fn failure(result: &RunResult) -> Option<(StatusCode, String)> {
             .clone()
             .unwrap_or_else(|| "the run failed".to_owned())
     };
-    match result.halt_reason.as_deref() {
-        Some("servers_unavailable") => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
+    match result.halt_reason {
+        Some(HaltReason::ServersUnavailable) => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
         // Fail-closed tracing refused the run before anything ran.
-        Some("trace_unavailable") if result.steps.is_empty() => {
+        Some(HaltReason::TraceUnavailable) if result.steps.is_empty() => {
             Some((StatusCode::SERVICE_UNAVAILABLE, message()))
         }
-        Some("model_error") if result.steps.is_empty() => {
+        Some(HaltReason::ModelError) if result.steps.is_empty() => {
             Some((StatusCode::BAD_GATEWAY, message()))
         }
         _ => None,
