@@ -5,8 +5,8 @@
 //! it. Enforced where a server's lists are set (`Upstream::set_lists`), so every surface that
 //! reads the pool (the gateway's `/mcp` and stdio, search mode, groups, the agent) inherits it.
 //!
-//! The store is a table of the catalog cache's SQLite file (`pins`: one row per server and
-//! tool: the approved definition and, while quarantined, the pending one and why), or memory
+//! The store is a table of the catalog cache's SQLite file (`pins`: one row per server (its
+//! cache key: name and how it is reached) and tool: the approved definition and, while quarantined, the pending one and why), or memory
 //! when the cache is not SQLite.
 
 use std::collections::HashMap;
@@ -22,6 +22,9 @@ use crate::cache::CacheError;
 /// One row of the pin store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinRow {
+    /// The server's catalog-cache key: its name and a fingerprint of how it is reached
+    /// (`crate::cache::key`), so same-named servers of different configurations never share
+    /// pins, while a server that changes what it lists behind the same command is caught.
     pub server: String,
     pub tool: String,
     /// The definition approved last (its pinned fields); none for a tool held since first seen.
@@ -173,6 +176,16 @@ impl PinStore {
         row.reason = None;
         self.put(&row)?;
         Ok(true)
+    }
+}
+
+impl PinRow {
+    /// The server's name (its key without the fingerprint).
+    #[must_use]
+    pub fn server_name(&self) -> &str {
+        self.server
+            .rsplit_once(':')
+            .map_or(self.server.as_str(), |(name, _)| name)
     }
 }
 

@@ -142,7 +142,10 @@ impl Upstream {
     /// hold back go to `quarantined`, not `tools`.
     pub fn set_lists(&self, mut lists: Lists) {
         if let Some(pinning) = &self.pinning {
-            let (offered, held) = pinning.admit(&self.cfg.name, std::mem::take(&mut lists.tools));
+            let (offered, held) = pinning.admit(
+                &crate::cache::key(&self.cfg),
+                std::mem::take(&mut lists.tools),
+            );
             lists.tools = offered;
             lists.quarantined = held;
         }
@@ -162,7 +165,7 @@ impl Upstream {
         }
         let mut all = lists.tools.clone();
         all.extend(lists.quarantined.iter().map(|q| q.tool.clone()));
-        let (offered, held) = pinning.admit(&self.cfg.name, all);
+        let (offered, held) = pinning.admit(&crate::cache::key(&self.cfg), all);
         let released = held.len() < lists.quarantined.len();
         lists.tools = offered;
         lists.quarantined = held;

@@ -53,9 +53,13 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         (Some(s), t)
     });
     let rows: Vec<PinRow> = store
-        .rows(server)?
+        .rows(None)?
         .into_iter()
-        .filter(|r| r.pending.is_some() && tool.is_none_or(|t| r.tool == t))
+        .filter(|r| {
+            r.pending.is_some()
+                && server.is_none_or(|s| r.server_name() == s)
+                && tool.is_none_or(|t| r.tool == t)
+        })
         .collect();
     let empty = json!({});
     let report: Vec<Value> = rows
@@ -68,7 +72,7 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
                 .map(|c| json!({"field": c.path, "before": c.before, "after": c.after}))
                 .collect();
             json!({
-                "server": r.server,
+                "server": r.server_name(),
                 "tool": r.tool,
                 "reason": r.reason,
                 "first_seen": r.approved.is_none(),
@@ -117,7 +121,18 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let store = store().await?;
-    if store.approve(server, tool)? {
+    // Every configuration of a server with this name that holds the tool.
+    let keys: Vec<String> = store
+        .rows(None)?
+        .into_iter()
+        .filter(|r| r.server_name() == server && r.tool == tool && r.pending.is_some())
+        .map(|r| r.server)
+        .collect();
+    let mut approved = false;
+    for key in &keys {
+        approved |= store.approve(key, tool)?;
+    }
+    if approved {
         println!(
             "Approved {server}/{tool}: its current definition is now pinned. A running gateway \
              offers it again within seconds."
