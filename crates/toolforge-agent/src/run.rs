@@ -106,7 +106,7 @@ impl std::fmt::Debug for RunRequest {
 }
 
 /// One tool call of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Step {
     /// The model turn that asked for it (1-based).
     pub step: u32,
@@ -117,6 +117,8 @@ pub struct Step {
     /// The server's own name of the tool.
     pub server_tool: Option<String>,
     pub arguments: Value,
+    /// The selector's rule that chose the server (`null` for an unknown tool).
+    #[schemars(extend("enum" = ["explicit-mention", "argument-type", "session-recency", "cosine-similarity", "priority-order", "single-candidate", null]))]
     pub selection_rule: Option<String>,
     pub alternatives: Vec<String>,
     pub executed: bool,
@@ -138,8 +140,10 @@ pub struct Step {
 }
 
 /// What a run returns (the `/chat` response body).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ChatResponse")]
 pub struct RunResult {
+    /// Also in every trace record of this run.
     pub session_id: String,
     /// The final answer in plain words (partial output when halted).
     pub response: String,

@@ -6,6 +6,7 @@
 
 mod cache_hints;
 pub mod chat;
+pub mod console;
 mod group_annotations;
 pub mod http;
 pub mod listen;
@@ -14,10 +15,12 @@ pub mod mcp;
 mod mcp_guard;
 pub mod mcp_sessions;
 pub mod mrtr;
+pub mod openapi;
 mod subscriptions;
 mod uri_template;
 pub mod visible;
 
+pub use console::SpendReport;
 pub use http::{HttpOptions, health, router, serve, tool_rows};
 pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};

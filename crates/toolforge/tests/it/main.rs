@@ -5,6 +5,7 @@
 mod agent;
 mod cache;
 mod client;
+mod console;
 mod cost_report;
 mod dry_run;
 mod evals;
@@ -20,6 +21,7 @@ mod sdk_clients;
 mod selection;
 mod stateless;
 mod visibility;
+mod wire_formats;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
