@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod run;
 pub mod session;
 pub mod trace;
+pub mod trace_verify;
 
 pub use backend::{ToolBackend, ToolFailure, ToolOutput};
 pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};

@@ -1056,6 +1056,8 @@ impl Agent {
             corrective_retry: false,
             principal: request.principal.to_string(),
             policy: None,
+            decision: None,
+            prev_hash: None,
         }
     }
 
@@ -1095,6 +1097,8 @@ impl Agent {
             corrective_retry: step.corrective_retry,
             principal: principal.to_string(),
             policy: step.policy.clone(),
+            decision: None,
+            prev_hash: None,
         }
     }
 }

@@ -65,17 +65,41 @@ pub struct TraceRecord {
     pub retry_reason: Option<String>,
     pub error: Option<String>,
     pub corrective_retry: bool,
-    /// Who asked (`anonymous` without identity).
+    /// Who asked: the caller's principal, `anonymous` without identity. Records written
+    /// before it existed read as `anonymous`.
     #[serde(default = "anonymous")]
     pub principal: String,
     /// The ids of the policies that decided this call (`default-deny` when none permitted
     /// it), when a policy is configured.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub policy: Option<String>,
+    /// What the gateway decided about the call before running it: `allow`, or why it did not
+    /// run (`quarantined`, `blocked: <reason>`, `deny: <policy>`); null when nothing decided.
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// SHA-256 (hex) of the previous line's bytes in the file, [`GENESIS_HASH`] for the first
+    /// line: set by the writer, so a changed, removed or reordered record breaks the chain
+    /// (`toolforge trace verify`). Null only in records written before the chain existed.
+    #[serde(default)]
+    pub prev_hash: Option<String>,
 }
 
+/// The principal of a caller without identity.
+pub use toolforge_policy::ANONYMOUS;
+
 fn anonymous() -> String {
-    toolforge_policy::ANONYMOUS.to_owned()
+    ANONYMOUS.to_owned()
+}
+
+/// The `prev_hash` of a file's first record.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The chain hash of one line: SHA-256 (hex) of its bytes, without the line break.
+#[must_use]
+pub fn line_hash(line: &[u8]) -> String {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    hex::encode(Sha256::digest(line))
 }
 
 /// The current time as `2026-05-14T09:15:04.382Z`.
@@ -142,6 +166,49 @@ trait Target {
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()>;
     /// Cuts the file back to `len` bytes.
     fn truncate(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+/// The longest last line read to continue the chain (a verbose record with large arguments
+/// still fits; a longer one starts a new chain from its hash anyway, see [`last_line`]).
+const LAST_LINE_MAX: u64 = 64 * 1024 * 1024;
+
+/// The last non-blank line of `file` (without its line break), read backwards from the end.
+///
+/// # Errors
+/// The file cannot be read, or its last line is longer than 64 MiB.
+pub fn last_line(
+    file: &mut (impl std::io::Read + std::io::Seek),
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::SeekFrom;
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut tail: Vec<u8> = Vec::new();
+    let mut pos = len;
+    let mut chunk = 8 * 1024u64;
+    loop {
+        let trimmed_len = tail
+            .iter()
+            .rposition(|b| !matches!(b, b'\n' | b'\r'))
+            .map_or(0, |i| i + 1);
+        if let Some(start) = tail[..trimmed_len].iter().rposition(|b| *b == b'\n') {
+            return Ok(Some(tail[start + 1..trimmed_len].to_vec()));
+        }
+        if pos == 0 {
+            return Ok((trimmed_len > 0).then(|| tail[..trimmed_len].to_vec()));
+        }
+        if len - pos > LAST_LINE_MAX {
+            return Err(std::io::Error::other(
+                "the trace file's last line is longer than 64 MiB",
+            ));
+        }
+        let step = chunk.min(pos);
+        pos -= step;
+        file.seek(SeekFrom::Start(pos))?;
+        let mut buf = vec![0u8; usize::try_from(step).unwrap_or(usize::MAX)];
+        file.read_exact(&mut buf)?;
+        buf.extend_from_slice(&tail);
+        tail = buf;
+        chunk = chunk.saturating_mul(2);
+    }
 }
 
 impl Target for std::fs::File {
@@ -211,17 +278,22 @@ impl TraceSink {
             if let Some(dir) = owned.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
-            std::fs::OpenOptions::new()
+            let mut file = std::fs::OpenOptions::new()
                 .create(true)
+                .read(true)
                 .append(true)
-                .open(&owned)
+                .open(&owned)?;
+            // Continue the chain of what the file holds (across restarts).
+            let chain =
+                last_line(&mut file)?.map_or_else(|| GENESIS_HASH.to_owned(), |l| line_hash(&l));
+            Ok::<_, std::io::Error>((file, chain))
         })
         .await
         .map_err(std::io::Error::other)??;
-        Ok(Self::start(file, path))
+        Ok(Self::start(file.0, path, file.1))
     }
 
-    fn start(mut file: impl Target + Send + 'static, path: &Path) -> Self {
+    fn start(mut file: impl Target + Send + 'static, path: &Path, mut chain: String) -> Self {
         let (tx, mut rx) = mpsc::channel::<Command>(QUEUE_CAPACITY);
         let health = Arc::new(Health::default());
         let shared = health.clone();
@@ -232,7 +304,7 @@ impl TraceSink {
                 while let Some(cmd) = rx.blocking_recv() {
                     match cmd {
                         Command::Record(record, done) => {
-                            let ok = write_record(&mut file, &record, &shared, &shown);
+                            let ok = write_record(&mut file, *record, &mut chain, &shared, &shown);
                             if let Some(done) = done {
                                 let _ = done.send(ok);
                             }
@@ -262,13 +334,17 @@ impl TraceSink {
     }
 }
 
+/// Appends `record` chained to the line before (`chain`: that line's hash), and moves the
+/// chain on when the line is in the file.
 fn write_record(
     file: &mut impl Target,
-    record: &TraceRecord,
+    mut record: TraceRecord,
+    chain: &mut String,
     health: &Health,
     shown: &str,
 ) -> bool {
-    let mut line = match serde_json::to_vec(record) {
+    record.prev_hash = Some(chain.clone());
+    let mut line = match serde_json::to_vec(&record) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(error = %e, "trace record not serialisable");
@@ -276,9 +352,11 @@ fn write_record(
             return false;
         }
     };
+    let hash = line_hash(&line);
     line.push(b'\n');
     match append_whole(file, &line) {
         Ok(()) => {
+            *chain = hash;
             health.failing.store(false, Ordering::Relaxed);
             true
         }
@@ -453,28 +531,53 @@ mod tests {
             retry_reason: None,
             error: None,
             corrective_retry: false,
-            principal: "anonymous".to_owned(),
+            principal: ANONYMOUS.to_owned(),
             policy: None,
+            decision: None,
+            prev_hash: None,
         }
     }
 
     #[test]
     fn a_full_disk_leaves_no_torn_line_and_counts_the_loss() {
-        let first = serde_json::to_vec(&record("a")).unwrap().len() + 1;
+        let mut chained = record("a");
+        chained.prev_hash = Some(GENESIS_HASH.to_owned());
+        let first = serde_json::to_vec(&chained).unwrap().len() + 1;
         let mut disk = SmallDisk {
             bytes: Vec::new(),
             room: first + 40,
         };
         let health = Health::default();
-        assert!(write_record(&mut disk, &record("a"), &health, "t"));
+        let mut chain = GENESIS_HASH.to_owned();
+        assert!(write_record(
+            &mut disk,
+            record("a"),
+            &mut chain,
+            &health,
+            "t"
+        ));
+        let after_a = chain.clone();
         // The second record does not fit: 40 bytes were written, then cut away again.
-        assert!(!write_record(&mut disk, &record("b"), &health, "t"));
+        assert!(!write_record(
+            &mut disk,
+            record("b"),
+            &mut chain,
+            &health,
+            "t"
+        ));
+        assert_eq!(chain, after_a, "a lost record does not move the chain");
         assert_eq!(disk.bytes.len(), first);
         assert_eq!(health.lost.load(Ordering::Relaxed), 1);
         assert!(health.failing.load(Ordering::Relaxed));
         // Room again: the next record starts on a line of its own.
         disk.room = usize::MAX;
-        assert!(write_record(&mut disk, &record("c"), &health, "t"));
+        assert!(write_record(
+            &mut disk,
+            record("c"),
+            &mut chain,
+            &health,
+            "t"
+        ));
         assert!(!health.failing.load(Ordering::Relaxed));
         let text = String::from_utf8(disk.bytes).unwrap();
         let sessions: Vec<String> = text

@@ -180,6 +180,9 @@ pub struct Health {
     pub draining: bool,
     pub servers: Vec<ServerHealth>,
     pub cache: serde_json::Value,
+    /// Tools held back until approved (`toolforge tools approve`): `[{"server", "tool",
+    /// "reason"}]`.
+    pub quarantined: Vec<serde_json::Value>,
     /// The agent's trace writer (`lost_records`, `failing`), when the agent is served.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<serde_json::Value>,
@@ -197,6 +200,7 @@ pub fn health(shared: &Shared) -> Health {
         draining: false,
         servers,
         cache: shared.pool.cache_status(),
+        quarantined: shared.pool.quarantined(),
         trace: None,
     }
 }

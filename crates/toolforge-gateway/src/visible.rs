@@ -347,6 +347,13 @@ impl Scope {
         self.prepared.position(id).is_some_and(|i| self.shows(i))
     }
 
+    /// True when nothing narrows what the request may see (no filter, no query): then even a
+    /// tool outside the catalog (one in quarantine) may be named to it.
+    #[must_use]
+    pub fn unrestricted(&self) -> bool {
+        self.verdicts.is_none()
+    }
+
     /// True when the request may see the tool at this catalog position
     /// ([`Prepared::position`]).
     #[must_use]

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ServerConfig, Transport};
+use crate::pins::{PINS_TABLE, PinStore};
 
 /// Default time a cached list counts as fresh.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -53,6 +54,10 @@ pub trait CatalogStore: Send + Sync {
         key: &'a str,
         entry: &'a CachedTools,
     ) -> BoxFuture<'a, Result<(), CacheError>>;
+    /// Where this store keeps tool pins, when it keeps them (the SQLite file does).
+    fn pin_store(&self) -> Option<PinStore> {
+        None
+    }
 }
 
 /// Lists kept in this process only.
@@ -109,14 +114,15 @@ impl SqliteStore {
             .map_err(|e| sqlite_err(format!("cannot open {}: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(sqlite_err)?;
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "PRAGMA journal_mode = WAL;
              CREATE TABLE IF NOT EXISTS catalog (
                  key TEXT PRIMARY KEY,
                  fetched_at_ms INTEGER NOT NULL,
                  tools TEXT NOT NULL
-             );",
-        )
+             );
+             {PINS_TABLE}"
+        ))
         .map_err(|e| sqlite_err(format!("{}: {e}", path.display())))?;
         Ok(Self {
             path: path.to_owned(),
@@ -129,11 +135,21 @@ impl SqliteStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The tool pins kept in the same file.
+    #[must_use]
+    pub fn pin_store(&self) -> PinStore {
+        PinStore::sqlite(self.conn.clone())
+    }
 }
 
 impl CatalogStore for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn pin_store(&self) -> Option<PinStore> {
+        Some(SqliteStore::pin_store(self))
     }
 
     fn load<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<CachedTools>, CacheError>> {
@@ -356,6 +372,12 @@ impl CatalogCache {
     #[must_use]
     pub fn backend(&self) -> &'static str {
         self.store.backend()
+    }
+
+    /// Where tool pins are kept alongside the lists (the SQLite file), if anywhere.
+    #[must_use]
+    pub fn pin_store(&self) -> Option<PinStore> {
+        self.store.pin_store()
     }
 
     #[must_use]

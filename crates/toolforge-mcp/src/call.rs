@@ -53,6 +53,22 @@ pub enum CallError {
     },
     #[error("the call was cancelled")]
     Cancelled,
+    /// The tool is held back until approved (`crate::pins`).
+    #[error(
+        "tool \"{server}/{tool}\" is quarantined: {reason}. Review the change with `toolforge tools diff {server}/{tool}` and accept it with `toolforge tools approve {server}/{tool}`"
+    )]
+    Quarantined {
+        server: String,
+        tool: String,
+        reason: String,
+    },
+    /// A content guard refused the call or withheld its result (`crate::guard`).
+    #[error("the call to \"{server}/{tool}\" was blocked: {reason}")]
+    Blocked {
+        server: String,
+        tool: String,
+        reason: String,
+    },
     /// The server (on protocol 2026-07-28) needs input from the caller's user before it can go
     /// on: a gateway relays it to its client; callers that cannot ask anyone fail with this.
     #[error(
@@ -102,6 +118,8 @@ pub struct CallOutcome {
     pub result: CallToolResult,
     pub attempts: u32,
     pub retry_reason: Option<String>,
+    /// What the content guards changed (`redacted from the result: github_token`).
+    pub guarded: Vec<String>,
 }
 
 /// A failed call, with the attempts made.
@@ -231,6 +249,7 @@ pub(crate) async fn call_tool(
         result,
         attempts,
         retry_reason,
+        guarded: Vec::new(),
     })
 }
 

@@ -29,7 +29,9 @@ pub struct PoolConfig {
 }
 
 /// Keys of the top-level `"toolforge"` object.
-pub const TOOLFORGE_KEYS: &[&str] = &["broker", "limits", "overlaps", "prices"];
+pub const TOOLFORGE_KEYS: &[&str] = &[
+    "broker", "guards", "limits", "overlaps", "pinning", "prices",
+];
 
 /// One server.
 #[derive(Debug, Clone)]
@@ -465,6 +467,13 @@ pub fn parse(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<PoolCo
                     settings.insert(key.clone(), value.clone());
                 }
             }
+            if tf.get("pinning").is_some_and(|v| !v.is_boolean()) {
+                return Err(ConfigError::Toolforge(
+                    "\"pinning\" must be true or false".into(),
+                ));
+            }
+            toolforge_guard::GuardSettings::from_value(tf.get("guards"))
+                .map_err(ConfigError::Toolforge)?;
             tf.get("overlaps").map_or(Ok(Vec::new()), parse_overlaps)?
         }
         Some(_) => return Err(ConfigError::Toolforge("must be an object".into())),

@@ -8,7 +8,8 @@
 //! catalog.
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
-//! `catalog`, `call` (the call path), `supervise`, `events`, and `pool` (the public face).
+//! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
+//! and `pool` (the public face).
 
 pub mod cache;
 mod call;
@@ -16,9 +17,11 @@ mod catalog;
 pub mod config;
 mod connect;
 mod events;
+mod guard;
 mod isolation;
 mod lists;
 mod options;
+pub mod pins;
 pub mod pool;
 pub mod relay;
 mod supervise;
@@ -28,6 +31,7 @@ mod upstream;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
+pub use pins::{PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,
     ServerHealth, ServerState,

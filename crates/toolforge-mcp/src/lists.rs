@@ -54,6 +54,7 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
         instructions,
         fetched_at_ms: Some(fetched_at_ms),
         from_cache: false,
+        quarantined: Vec::new(),
     });
     if let (Some(cache), Some(entry)) = (&up.cache, cached) {
         cache.store(&up.cfg, &entry).await;

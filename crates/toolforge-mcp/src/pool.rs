@@ -28,9 +28,10 @@ use crate::cache::{self, CatalogCache, Lookup};
 use crate::config::{Isolation, PoolConfig};
 use crate::events::{self, Servers};
 use crate::isolation::Isolated;
+use crate::pins::{PinStore, Pinning};
 use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Upstream};
-use crate::{call, catalog, lists, supervise};
+use crate::{call, catalog, guard, lists, supervise};
 
 pub use crate::call::{CallContext, CallError, CallFailure, CallOutcome};
 pub use crate::options::PoolOptions;
@@ -48,6 +49,33 @@ pub struct Pool {
     retry: RetryPolicy,
     /// Connections of servers isolated per client session.
     isolated: Isolated,
+    /// Pins, quarantine and the content guards' settings.
+    pinning: Arc<Pinning>,
+}
+
+/// How often tools in quarantine are judged again, so an approval given with
+/// `toolforge tools approve` (another process) takes effect without a restart.
+const READMIT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The pool's pinning from the `"toolforge"` settings: `"pinning"` (default on) and
+/// `"guards"`; pins live in the catalog cache's SQLite file, else in memory.
+fn pinning(
+    settings: &serde_json::Map<String, serde_json::Value>,
+    options: &PoolOptions,
+) -> Pinning {
+    let pins = settings
+        .get("pinning")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(true);
+    // `config::parse` already refused a malformed value.
+    let guards =
+        toolforge_guard::GuardSettings::from_value(settings.get("guards")).unwrap_or_default();
+    let store = options
+        .cache
+        .as_ref()
+        .and_then(|c| c.pin_store())
+        .unwrap_or_else(PinStore::memory);
+    Pinning::new(store, pins, guards)
 }
 
 impl std::fmt::Debug for Pool {
@@ -98,12 +126,16 @@ impl Pool {
     pub async fn launch(config: PoolConfig, options: PoolOptions) -> (Arc<Self>, FirstAttempts) {
         let (relay_tx, relay_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(256);
+        let pinning = Arc::new(pinning(&config.settings, &options));
         let servers: Arc<Servers> = config
             .servers
             .into_iter()
             .map(|cfg| {
                 let relay = Relay::new(&cfg.name, relay_tx.clone(), options.elicitation_fallback);
-                Arc::new(Upstream::new(cfg, relay, options.cache.clone()))
+                Arc::new(
+                    Upstream::new(cfg, relay, options.cache.clone())
+                        .with_pinning(Some(pinning.clone())),
+                )
             })
             .collect();
         let cancel = CancellationToken::new();
@@ -122,7 +154,24 @@ impl Pool {
             merged: parking_lot::Mutex::new(None),
             retry: RetryPolicy::default(),
             isolated,
+            pinning,
         });
+        {
+            // Release quarantined tools once approved.
+            let weak = Arc::downgrade(&pool);
+            let stop = pool.cancel.clone();
+            let readmitter = tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(READMIT_INTERVAL) => {}
+                    }
+                    let Some(pool) = weak.upgrade() else { break };
+                    pool.readmit();
+                }
+            });
+            pool.tasks.lock().push(readmitter);
+        }
         if pool
             .servers
             .iter()
@@ -282,6 +331,62 @@ impl Pool {
         status
     }
 
+    /// Tools held in quarantine, as `/health` shows them: `[{"server", "tool", "reason"}]`.
+    #[must_use]
+    pub fn quarantined(&self) -> Vec<serde_json::Value> {
+        self.servers
+            .iter()
+            .flat_map(|u| {
+                u.lists
+                    .read()
+                    .quarantined
+                    .iter()
+                    .map(|q| {
+                        serde_json::json!({
+                            "server": u.cfg.name,
+                            "tool": q.tool.name,
+                            "reason": q.reason,
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The quarantine error for a tool name a client used (its own name or `server__tool`),
+    /// when a quarantined tool has it: what a call of an unlisted name is answered instead of
+    /// "unknown tool".
+    #[must_use]
+    pub fn quarantine_error(&self, name: &str) -> Option<CallError> {
+        let candidates: Vec<(Arc<Upstream>, &str)> = match name
+            .split_once("__")
+            .and_then(|(server, tool)| self.upstream(server).map(|up| (up, tool)))
+        {
+            Some(one) => vec![one],
+            None => self.servers.iter().map(|u| (u.clone(), name)).collect(),
+        };
+        candidates.into_iter().find_map(|(up, tool)| {
+            up.quarantine_reason(tool)
+                .map(|reason| CallError::Quarantined {
+                    server: up.cfg.name.clone(),
+                    tool: tool.to_owned(),
+                    reason,
+                })
+        })
+    }
+
+    /// Judges quarantined tools again (approvals given since are honoured); servers that
+    /// released some announce changed tool lists.
+    pub fn readmit(&self) {
+        for up in self.servers.iter() {
+            if up.readmit() {
+                let _ = self.events.send(PoolEvent::ToolsChanged {
+                    server: up.cfg.name.clone(),
+                });
+            }
+        }
+    }
+
     /// The merged catalog of the enabled servers (last known tools of servers that are down).
     #[must_use]
     pub fn catalog(&self) -> Catalog {
@@ -390,18 +495,66 @@ impl Pool {
     pub async fn call_tool(
         &self,
         server: &str,
+        mut params: CallToolRequestParams,
+        ctx: CallContext,
+    ) -> Result<CallOutcome, CallFailure> {
+        let refused = |error: CallError| CallFailure {
+            error,
+            attempts: 0,
+            retry_reason: None,
+            not_retried: None,
+        };
+        let Some(up) = self.upstream(server) else {
+            return Err(refused(CallError::UnknownServer(server.to_owned())));
+        };
+        if up.quarantine_reason(&params.name).is_some() && up.readmit() {
+            let _ = self.events.send(PoolEvent::ToolsChanged {
+                server: server.to_owned(),
+            });
+        }
+        if let Some(reason) = up.quarantine_reason(&params.name) {
+            return Err(refused(CallError::Quarantined {
+                server: server.to_owned(),
+                tool: params.name.to_string(),
+                reason,
+            }));
+        }
+        let guards = self.pinning.guards();
+        let tool = params.name.to_string();
+        let blocked = |reason: String| CallError::Blocked {
+            server: server.to_owned(),
+            tool: tool.clone(),
+            reason,
+        };
+        let mut guarded = Vec::new();
+        match guard::arguments(guards, &mut params.arguments) {
+            Ok(note) => guarded.extend(note),
+            Err(reason) => return Err(refused(blocked(reason))),
+        }
+        let mut outcome = self.call_unguarded(&up, params, ctx).await?;
+        match guard::result(guards, &mut outcome.result) {
+            Ok(note) => guarded.extend(note),
+            Err(reason) => {
+                return Err(CallFailure {
+                    error: blocked(reason),
+                    attempts: outcome.attempts,
+                    retry_reason: outcome.retry_reason,
+                    not_retried: None,
+                });
+            }
+        }
+        outcome.guarded = guarded;
+        Ok(outcome)
+    }
+
+    /// The call itself, on the server's shared or per-session connection.
+    async fn call_unguarded(
+        &self,
+        up: &Arc<Upstream>,
         params: CallToolRequestParams,
         ctx: CallContext,
     ) -> Result<CallOutcome, CallFailure> {
-        let Some(up) = self.upstream(server) else {
-            return Err(CallFailure {
-                error: CallError::UnknownServer(server.to_owned()),
-                attempts: 0,
-                retry_reason: None,
-                not_retried: None,
-            });
-        };
-        let up = match self.isolated.upstream_for(&up, ctx.caller.as_ref()) {
+        let up = match self.isolated.upstream_for(up, ctx.caller.as_ref()) {
             Ok(up) => up,
             Err(message) => {
                 return Err(CallFailure {

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::cache::CatalogCache;
 use crate::config::ServerConfig;
+use crate::pins::{Pinning, Quarantined};
 use crate::relay::Relay;
 
 /// A server's lifecycle state, as `/health` reports it.
@@ -51,6 +52,8 @@ pub(crate) struct Lists {
     /// When `tools` were fetched (ms since the epoch), and whether from the cache.
     pub fetched_at_ms: Option<u64>,
     pub from_cache: bool,
+    /// Listed tools held back until approved (not in `tools`; see `crate::pins`).
+    pub quarantined: Vec<Quarantined>,
 }
 
 pub(crate) struct Status {
@@ -66,6 +69,8 @@ pub(crate) struct Upstream {
     pub peer: RwLock<Option<Peer<RoleClient>>>,
     pub lists: RwLock<Lists>,
     pub cache: Option<Arc<CatalogCache>>,
+    /// Pins and the poisoning guard: applied to every list set (none: every tool offered).
+    pub pinning: Option<Arc<Pinning>>,
     /// Bumped whenever `lists` is replaced (keys the pool's merged-catalog cache).
     pub lists_gen: AtomicU64,
     /// Bumped whenever the state changes, so waiters can wake.
@@ -92,6 +97,7 @@ impl Upstream {
             peer: RwLock::new(None),
             lists: RwLock::new(Lists::default()),
             cache,
+            pinning: None,
             lists_gen: AtomicU64::new(0),
             changed: watch::channel(0).0,
             unknown_refresh: tokio::sync::Mutex::new(None),
@@ -125,10 +131,59 @@ impl Upstream {
         }
     }
 
-    /// Replaces the lists (and bumps their generation).
-    pub fn set_lists(&self, lists: Lists) {
+    /// With pins and the poisoning guard applied to its lists.
+    #[must_use]
+    pub fn with_pinning(mut self, pinning: Option<Arc<Pinning>>) -> Self {
+        self.pinning = pinning;
+        self
+    }
+
+    /// Replaces the lists (and bumps their generation). Tools the pins or the poisoning guard
+    /// hold back go to `quarantined`, not `tools`.
+    pub fn set_lists(&self, mut lists: Lists) {
+        if let Some(pinning) = &self.pinning {
+            let (offered, held) = pinning.admit(
+                &crate::cache::key(&self.cfg),
+                std::mem::take(&mut lists.tools),
+            );
+            lists.tools = offered;
+            lists.quarantined = held;
+        }
         self.lists_gen.fetch_add(1, Ordering::Release);
         *self.lists.write() = lists;
+    }
+
+    /// Judges the quarantined tools again (an approval may have been given since); true when
+    /// some were released.
+    pub fn readmit(&self) -> bool {
+        let Some(pinning) = &self.pinning else {
+            return false;
+        };
+        let mut lists = self.lists.write();
+        if lists.quarantined.is_empty() {
+            return false;
+        }
+        let mut all = lists.tools.clone();
+        all.extend(lists.quarantined.iter().map(|q| q.tool.clone()));
+        let (offered, held) = pinning.admit(&crate::cache::key(&self.cfg), all);
+        let released = held.len() < lists.quarantined.len();
+        lists.tools = offered;
+        lists.quarantined = held;
+        drop(lists);
+        if released {
+            self.lists_gen.fetch_add(1, Ordering::Release);
+        }
+        released
+    }
+
+    /// Why `tool` is quarantined, when it is.
+    pub fn quarantine_reason(&self, tool: &str) -> Option<String> {
+        self.lists
+            .read()
+            .quarantined
+            .iter()
+            .find(|q| q.tool.name == tool)
+            .map(|q| q.reason.clone())
     }
 
     pub fn generation(&self) -> u64 {

@@ -38,6 +38,9 @@ enum Command {
     Chat(cmd::chat::Args),
     /// Print the daily spend table from the trace file.
     CostReport(cmd::cost_report::Args),
+    /// Check the trace file (its hash chain).
+    #[command(subcommand)]
+    Trace(cmd::trace::Command),
     /// Inspect the merged tool catalog.
     #[command(subcommand)]
     Tools(cmd::tools::Command),
@@ -92,6 +95,7 @@ async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Tools(command) => cmd::tools::run(command).await,
+        Command::Trace(command) => cmd::trace::run(command).await,
         Command::Select(args) => cmd::select::run(args).await,
         Command::Broker(command) => cmd::broker::run(command).await,
         Command::Eval(command) => cmd::eval::run(command).await,

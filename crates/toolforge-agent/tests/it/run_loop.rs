@@ -807,5 +807,6 @@ async fn wire_formats_of_a_run_and_its_trace() {
     insta::assert_json_snapshot!("trace_records", records, {
         "[].timestamp" => "[timestamp]",
         "[].latency_ms" => "[latency]",
+        "[].prev_hash" => "[prev_hash]",
     });
 }

@@ -188,6 +188,8 @@ mod tests {
             corrective_retry: false,
             principal: "anonymous".to_owned(),
             policy: None,
+            decision: None,
+            prev_hash: None,
         }
     }
 

@@ -16,6 +16,7 @@ use crate::visible::Scope;
 use toolforge_select::Call;
 use toolforge_select::presentation::Resolved;
 
+use super::trail::{self, Trail};
 use super::{
     CALL_TOOL, Gateway, PROMPT_META_KEY, SEARCH_TOOLS, SELECTION_META_KEY, START_WAIT_FOR_CALL,
     Shared, ToolMode, complete, not_found,
@@ -140,29 +141,84 @@ impl Gateway {
     }
 
     /// Calls an exposed tool (by the name clients see): routed by the selector within what this
-    /// request may see, executed by the pool, the decision added to the result's `_meta`.
+    /// request may see, executed by the pool, the decision added to the result's `_meta`. Every
+    /// call, whatever its outcome, leaves one trace record (`super::trail`).
     pub(super) async fn call_exposed(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = std::time::Instant::now();
+        let name = req.name.to_string();
+        let arguments = Value::Object(req.arguments.clone().unwrap_or_default());
+        let mut trail = Trail::default();
+        let outcome = self.call_traced(req, ctx, &mut trail).await;
+        let step = self
+            .steps
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .saturating_add(1);
+        let record = trail::record(
+            self.session,
+            step,
+            &name,
+            &arguments,
+            started,
+            trail,
+            &outcome,
+        );
+        self.shared.trail().emit(record);
+        outcome
+    }
+
+    async fn call_traced(
         &self,
         mut req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
+        trail: &mut Trail,
     ) -> Result<CallToolResponse, McpError> {
         let name = req.name.to_string();
         let routed = match req.request_state.take() {
             // A retry after `input_required`: the same server and tool, from the sealed state.
-            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req)?,
-            None => self.routed(&ctx, &name, &req).await?,
+            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req),
+            None => self.routed(&ctx, &name, &req).await,
+        };
+        let routed = match routed {
+            Ok(r) => r,
+            Err(e) => {
+                trail.decision = Some(
+                    if e.message.contains("quarantined") {
+                        "quarantined"
+                    } else {
+                        "not_found"
+                    }
+                    .to_owned(),
+                );
+                return Err(e);
+            }
         };
         let id = routed.id.clone();
+        trail.server = Some(id.server.clone());
+        trail.tool = Some(id.name.clone());
+        trail.rule = Some(routed.rule.to_owned());
+        trail.alternatives.clone_from(&routed.alternatives);
         // Policy, then limits: a refused call never reaches the server.
-        if let Err(refusal) = self
-            .scope(&ctx)
-            .admit_call(&id, req.arguments.as_ref())
-            .await
-        {
+        let scope = self.scope(&ctx);
+        trail.principal = scope.principal.to_string();
+        if let Err(refusal) = scope.admit_call(&id, req.arguments.as_ref()).await {
+            trail.decision = Some(match &refusal {
+                toolforge_agent::Refusal::Denied { policy, .. } => {
+                    trail.policy = Some(policy.clone());
+                    format!("deny: {policy}")
+                }
+                toolforge_agent::Refusal::Limited { retry_after_ms, .. } => {
+                    format!("limited: retry after {retry_after_ms} ms")
+                }
+            });
             return Ok(CallToolResponse::Complete(crate::visible::refused_result(
                 &refusal,
             )));
         }
+        trail.decision = Some("allow".to_owned());
         req.name = id.name.clone().into();
         let call = CallContext {
             caller: Some(self.caller(&ctx)),
@@ -192,6 +248,10 @@ impl Gateway {
             }
             let failure = match called {
                 Ok(mut outcome) => {
+                    trail.executed = true;
+                    trail.attempts = outcome.attempts;
+                    trail.retry_reason.clone_from(&outcome.retry_reason);
+                    trail.guarded = std::mem::take(&mut outcome.guarded);
                     {
                         let mut history = self.history.lock();
                         history.push(id);
@@ -207,6 +267,18 @@ impl Gateway {
                 }
                 Err(failure) => failure,
             };
+            trail.attempts = failure.attempts;
+            trail.executed = failure.attempts > 0;
+            trail.retry_reason.clone_from(&failure.retry_reason);
+            match &failure.error {
+                toolforge_mcp::CallError::Quarantined { .. } => {
+                    trail.decision = Some("quarantined".to_owned());
+                }
+                toolforge_mcp::CallError::Blocked { reason, .. } => {
+                    trail.decision = Some(format!("blocked: {reason}"));
+                }
+                _ => {}
+            }
             match failure.error {
                 toolforge_mcp::CallError::InputRequired { result, .. } => {
                     let key = format!("tools/call:{name}");
@@ -318,6 +390,15 @@ impl Gateway {
             // A server added the tool without `list_changed`: route over its new list (the
             // presentation follows the pool's catalog at once; sessions hear list_changed).
             routed = route();
+        }
+        if routed.is_none()
+            && let Some(e) = self.shared.pool.quarantine_error(name)
+        {
+            // Held back until approved: say so (and how to approve), unless the request's
+            // visibility is narrowed (then the tool stays as unknown as any hidden one).
+            if self.scope(ctx).unrestricted() {
+                return Err(McpError::invalid_params(e.to_string(), None));
+            }
         }
         routed.ok_or_else(|| not_found("tool", name))
     }

@@ -25,6 +25,7 @@ mod handler;
 mod prompts;
 mod resources;
 mod tool_list;
+mod trail;
 
 use std::sync::Arc;
 
@@ -120,6 +121,8 @@ pub struct Shared {
     selection: Mutex<Option<(Arc<toolforge_select::Catalog>, Arc<Selection>)>>,
     /// The broker's rules (seed 004) that narrow `tools/list` to a request's intent.
     rules: RwLock<Rules>,
+    /// Where every tool call's trace record goes (the agent's writer when both are served).
+    trail: RwLock<toolforge_agent::TraceSink>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -171,6 +174,7 @@ impl Shared {
             listeners: Arc::new(Listeners::default()),
             selection: Mutex::new(None),
             rules: RwLock::new(Rules::default()),
+            trail: RwLock::new(toolforge_agent::TraceSink::disabled()),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -201,6 +205,18 @@ impl Shared {
     pub fn set_state_key(&self, key: &[u8]) -> Result<(), mrtr::KeyTooShort> {
         *self.seal.write() = Arc::new(StateSeal::new(key)?);
         Ok(())
+    }
+
+    /// Traces every tool call through the gateway to `sink` from now on (one record per call,
+    /// in the agent's schema; pass the agent's sink when both are served, so one writer keeps
+    /// the file's hash chain).
+    pub fn set_trail(&self, sink: toolforge_agent::TraceSink) {
+        *self.trail.write() = sink;
+    }
+
+    /// The sink gateway calls are traced to.
+    pub(super) fn trail(&self) -> toolforge_agent::TraceSink {
+        self.trail.read().clone()
     }
 
     /// The broker's rules from now on: a `tools/list` then shows the tools the rules offer for
@@ -305,6 +321,8 @@ pub struct Gateway {
     session_query: crate::visible::SessionScope,
     /// The channels of this session's last `tools/list`.
     listed: Listed,
+    /// Tool calls made in this session so far (the trace's `step`).
+    steps: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Gateway {
@@ -320,6 +338,7 @@ impl Gateway {
             history: Arc::new(Mutex::new(Vec::new())),
             session_query: Arc::new(Mutex::new(None)),
             listed: Arc::new(Mutex::new(None)),
+            steps: Arc::default(),
         }
     }
 }

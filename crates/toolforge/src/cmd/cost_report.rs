@@ -16,7 +16,7 @@ use toolforge_agent::trace::SCHEMA_VERSION;
 use toolforge_agent::{RecordKind, TraceRecord};
 
 /// Where the agent writes traces when neither `--trace` nor `TRACE_SINK` says otherwise.
-const DEFAULT_TRACE: &str = "logs/traces.jsonl";
+pub(crate) const DEFAULT_TRACE: &str = "logs/traces.jsonl";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -451,6 +451,8 @@ mod tests {
             corrective_retry: false,
             principal: "anonymous".to_owned(),
             policy: None,
+            decision: None,
+            prev_hash: None,
         }
     }
 
@@ -460,6 +462,31 @@ mod tests {
 
     fn all() -> Filter {
         Filter::default()
+    }
+
+    /// Records written by the trace sink carry `prev_hash` (and `principal`, `decision`): the
+    /// report reads them like any other, and every record's cost is counted.
+    #[tokio::test]
+    async fn chained_traces_are_reported_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("traces.jsonl");
+        let sink = toolforge_agent::TraceSink::open(&path).await.unwrap();
+        for (i, session) in ["a", "a", "b"].into_iter().enumerate() {
+            let mut r = record(&format!("2026-05-14T09:0{i}:00.000Z"), session);
+            r.decision = Some("allow".to_owned());
+            assert!(sink.emit_confirmed(r).await);
+        }
+        sink.flush().await;
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.lines().all(|l| l.contains("\"prev_hash\":\"")),
+            "{text}"
+        );
+        let report = read_report(&path, all()).unwrap();
+        assert_eq!(report.skipped_lines, 0);
+        assert_eq!(report.total.calls, 3);
+        assert_eq!(report.total.sessions, 2);
+        assert!((report.total.cost_usd - 0.003).abs() < 1e-12);
     }
 
     #[test]

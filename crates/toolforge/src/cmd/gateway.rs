@@ -34,6 +34,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .governance
         .build(&config.settings, &config_path)
         .await?;
+    let traces = crate::agent::trace_sink().await?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
@@ -43,10 +44,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     crate::config::apply_state_key(&shared).await?;
     shared.set_rules(rules);
+    shared.set_trail(traces.clone());
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),
     };
+    traces.flush().await;
     pool.shutdown().await;
     served
 }

@@ -12,4 +12,5 @@ pub mod select;
 pub mod serve;
 pub mod server;
 pub mod tools;
+pub mod trace;
 pub mod visibility;

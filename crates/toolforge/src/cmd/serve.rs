@@ -122,6 +122,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 return Err(e);
             }
         };
+    // Gateway calls are traced through the agent's writer: one file, one hash chain.
+    shared.set_trail(agent.traces().clone());
     let cancel = CancellationToken::new();
     let drain = Arc::new(toolforge_gateway::Drain::new());
     let mut extra_hosts = args.allow_hosts;

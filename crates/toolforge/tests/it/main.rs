@@ -10,6 +10,7 @@ mod cost_report;
 mod dry_run;
 mod evals;
 mod faults;
+mod governance_pins;
 mod governance_policy;
 mod http_backend;
 mod inspector;

@@ -1,7 +1,8 @@
-//! `toolforge tools <list|search|snapshot|overlaps>`.
+//! `toolforge tools <list|search|snapshot|overlaps|diff|approve>`.
 
 pub mod list;
 pub mod overlaps;
+pub mod pins;
 pub mod search;
 pub mod snapshot;
 
@@ -17,6 +18,10 @@ pub enum Command {
     Snapshot(snapshot::Args),
     /// Show overlap groups, and suggest new ones from description similarity.
     Overlaps(overlaps::Args),
+    /// Show the tools in quarantine and what changed in each, field by field.
+    Diff(pins::DiffArgs),
+    /// Accept a quarantined tool's current definition (it becomes the pin).
+    Approve(pins::ApproveArgs),
 }
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -25,5 +30,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Search(args) => search::run(args).await,
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::Overlaps(args) => overlaps::run(args).await,
+        Command::Diff(args) => pins::diff(args).await,
+        Command::Approve(args) => pins::approve(args).await,
     }
 }

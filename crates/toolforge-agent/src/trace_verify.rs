@@ -1,0 +1,250 @@
+//! Checking a trace file's hash chain: each record's `prev_hash` is the SHA-256 of the line
+//! before it (blank lines skipped), the first one's is [`GENESIS_HASH`]. A record changed,
+//! removed or reordered breaks the chain at the line after it; the first such line is named.
+//!
+//! Records written before the chain existed (no `prev_hash`) are allowed only as a prefix of
+//! the file; a file with no chained record at all cannot be verified and fails. The chain
+//! cannot see an edit of the very last line or a cut tail on its own: compare the `head` (the
+//! last line's hash) with one kept elsewhere (`--head`).
+
+use std::io::BufRead;
+
+use serde_json::Value;
+
+use crate::trace::{GENESIS_HASH, line_hash};
+
+/// A chain that holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Records checked (non-blank lines).
+    pub records: u64,
+    /// Leading records written before the chain existed.
+    pub unchained: u64,
+    /// The hash of the last record: what the next record's `prev_hash` will be.
+    pub head: String,
+}
+
+/// Why a trace file fails verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("line {line}: {reason}")]
+    BadLine { line: u64, reason: String },
+    #[error(
+        "no record carries prev_hash: the file was written before the hash chain existed, or every record was stripped of it"
+    )]
+    Unchained,
+    #[error(
+        "the chain ends at {actual}, not at the expected head {expected}: the last record was changed or records were cut from the end"
+    )]
+    HeadMismatch { expected: String, actual: String },
+    #[error("cannot read the trace: {0}")]
+    Read(String),
+}
+
+/// Verifies the chain of the trace in `reader`; with `head`, also that it ends there.
+///
+/// # Errors
+/// The first line that breaks the chain, a file without a chained record, a different head,
+/// or a read failure.
+pub fn verify(mut reader: impl BufRead, head: Option<&str>) -> Result<Verified, VerifyError> {
+    let mut line_no = 0u64;
+    let mut prev: Option<(u64, String)> = None;
+    let mut records = 0u64;
+    let mut unchained = 0u64;
+    let mut chained = false;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| VerifyError::Read(e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        records += 1;
+        let bad = |reason: String| VerifyError::BadLine {
+            line: line_no,
+            reason,
+        };
+        let value: Value =
+            serde_json::from_slice(&buf).map_err(|_| bad("not a JSON trace record".to_owned()))?;
+        match value.get("prev_hash") {
+            None | Some(Value::Null) if !chained => unchained += 1,
+            None | Some(Value::Null) => {
+                return Err(bad(
+                    "has no prev_hash, after chained records: it was changed or inserted"
+                        .to_owned(),
+                ));
+            }
+            Some(Value::String(claimed)) => {
+                chained = true;
+                let expected = prev.as_ref().map_or(GENESIS_HASH, |(_, h)| h.as_str());
+                if claimed != expected {
+                    let reason = match &prev {
+                        None => "prev_hash is not the genesis hash of a first record: records before it were removed".to_owned(),
+                        Some((at, _)) => format!(
+                            "prev_hash does not match line {at}: a record was changed, removed or reordered at or before line {at}"
+                        ),
+                    };
+                    return Err(bad(reason));
+                }
+            }
+            Some(_) => return Err(bad("prev_hash is not a string".to_owned())),
+        }
+        prev = Some((line_no, line_hash(&buf)));
+    }
+    if !chained {
+        return Err(VerifyError::Unchained);
+    }
+    let actual = prev.map(|(_, h)| h).unwrap_or_default();
+    if let Some(expected) = head
+        && !expected.eq_ignore_ascii_case(&actual)
+    {
+        return Err(VerifyError::HeadMismatch {
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(Verified {
+        records,
+        unchained,
+        head: actual,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink};
+
+    fn record(step: u32) -> TraceRecord {
+        TraceRecord {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            kind: RecordKind::ToolCall,
+            timestamp: "2026-05-14T09:15:04.382Z".to_owned(),
+            session_id: "s".to_owned(),
+            step,
+            server: Some("srv".into()),
+            tool: "t".into(),
+            arguments_hash: "00".into(),
+            arguments: None,
+            latency_ms: 1.0,
+            success: true,
+            executed: true,
+            dry_run: false,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost_usd: 0.25,
+            selection_rule: None,
+            alternatives: Vec::new(),
+            attempt: 1,
+            retries: 0,
+            retry_reason: None,
+            error: None,
+            corrective_retry: false,
+            principal: ANONYMOUS.to_owned(),
+            policy: None,
+            decision: Some("allow".into()),
+            prev_hash: None,
+        }
+    }
+
+    /// Writes `steps` records through a sink opened on `path` (appending), then closes it.
+    async fn write(path: &std::path::Path, steps: std::ops::Range<u32>) {
+        let sink = TraceSink::open(path).await.unwrap();
+        for step in steps {
+            assert!(sink.emit_confirmed(record(step)).await);
+        }
+        sink.flush().await;
+    }
+
+    fn check(text: &str, head: Option<&str>) -> Result<Verified, VerifyError> {
+        verify(text.as_bytes(), head)
+    }
+
+    fn bad_line(text: &str) -> u64 {
+        match check(text, None) {
+            Err(VerifyError::BadLine { line, .. }) => line,
+            other => panic!("expected a bad line, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_chain_continues_across_restarts_and_every_edit_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write(&path, 1..4).await;
+        write(&path, 4..6).await; // a restart: the chain goes on from the last line
+        let text = std::fs::read_to_string(&path).unwrap();
+        let good = check(&text, None).unwrap();
+        assert_eq!(good.records, 5);
+        assert_eq!(good.unchained, 0);
+        assert_eq!(check(&text, Some(&good.head)).unwrap(), good);
+        let lines: Vec<&str> = text.lines().collect();
+        let join = |ls: &[&str]| ls.join("\n") + "\n";
+
+        // A changed value in record 2: line 3 names the break.
+        let mut changed = lines.clone();
+        let edited = lines[1].replace("\"cost_usd\":0.25", "\"cost_usd\":0.01");
+        assert_ne!(edited, lines[1]);
+        changed[1] = &edited;
+        assert_eq!(bad_line(&join(&changed)), 3);
+        // A removed record.
+        let removed = [lines[0], lines[2], lines[3], lines[4]];
+        assert_eq!(bad_line(&join(&removed)), 2);
+        // Two records swapped.
+        let swapped = [lines[0], lines[2], lines[1], lines[3], lines[4]];
+        assert_eq!(bad_line(&join(&swapped)), 2);
+        // The first record removed: the new first one does not start at the genesis hash.
+        assert_eq!(bad_line(&join(&lines[1..])), 1);
+        // A record inserted.
+        let inserted = [lines[0], lines[1], lines[1], lines[2], lines[3], lines[4]];
+        assert_eq!(bad_line(&join(&inserted)), 3);
+        // prev_hash stripped from a record in the middle.
+        let mut v: Value = serde_json::from_str(lines[2]).unwrap();
+        v.as_object_mut().unwrap().remove("prev_hash");
+        let stripped_line = v.to_string();
+        let stripped = [lines[0], lines[1], &stripped_line, lines[3], lines[4]];
+        assert_eq!(bad_line(&join(&stripped)), 3);
+        // The last record changed: only the head shows it.
+        let last = lines[4].replace("\"step\":5", "\"step\":9");
+        let tail_edit = [lines[0], lines[1], lines[2], lines[3], &last];
+        assert!(check(&join(&tail_edit), None).is_ok());
+        assert!(matches!(
+            check(&join(&tail_edit), Some(&good.head)),
+            Err(VerifyError::HeadMismatch { .. })
+        ));
+        // Records cut from the end: the head shows it too.
+        assert!(matches!(
+            check(&join(&lines[..4]), Some(&good.head)),
+            Err(VerifyError::HeadMismatch { .. })
+        ));
+        // Not JSON.
+        let garbage = [lines[0], "{oops", lines[1]];
+        assert_eq!(bad_line(&join(&garbage)), 2);
+    }
+
+    #[test]
+    fn blank_lines_are_skipped_and_an_unchained_prefix_is_allowed() {
+        let mut legacy = serde_json::to_value(record(1)).unwrap();
+        legacy.as_object_mut().unwrap().remove("prev_hash");
+        let legacy = legacy.to_string();
+        let mut next = record(2);
+        next.prev_hash = Some(line_hash(legacy.as_bytes()));
+        let next = serde_json::to_string(&next).unwrap();
+        let text = format!("{legacy}\n\n{next}\n\n");
+        let v = check(&text, None).unwrap();
+        assert_eq!((v.records, v.unchained), (2, 1));
+        assert_eq!(v.head, line_hash(next.as_bytes()));
+        // A file with no chained record at all cannot be verified.
+        assert_eq!(
+            check(&format!("{legacy}\n"), None),
+            Err(VerifyError::Unchained)
+        );
+        assert_eq!(check("", None), Err(VerifyError::Unchained));
+    }
+}

@@ -1,0 +1,219 @@
+//! The content guards' hooks in the call path (`toolforge_guard::secrets` decides): a call's
+//! arguments are scanned before they reach the backend, its result before it reaches the
+//! caller. `redact` replaces each secret with `[REDACTED:<kind>]`; `block` refuses the call
+//! (arguments) or withholds the result. Only text is scanned in results (text content, text
+//! resources, structured content): images, audio and blobs pass untouched.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::Value;
+use toolforge_guard::secrets::{redact_value, scan_value};
+use toolforge_guard::{GuardSettings, SecretAction};
+
+/// Kinds found, each once, in order of first appearance.
+fn distinct(kinds: Vec<&'static str>) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for k in kinds {
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// What the guard does to a call's arguments: `Err` (block) with the reason, or the note of
+/// what was redacted in place (none: nothing found).
+pub(crate) fn arguments(
+    settings: GuardSettings,
+    args: &mut Option<JsonObject>,
+) -> Result<Option<String>, String> {
+    let Some(map) = args.as_mut() else {
+        return Ok(None);
+    };
+    match settings.secrets {
+        SecretAction::Off => Ok(None),
+        SecretAction::Block => {
+            let kinds = distinct(scan_value(&Value::Object(map.clone())));
+            if kinds.is_empty() {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "its arguments contain a secret ({}); remove it, or set \"guards\": {{\"secrets\": \"redact\"}}",
+                    kinds.join(", ")
+                ))
+            }
+        }
+        SecretAction::Redact => {
+            let mut value = Value::Object(std::mem::take(map));
+            let kinds = distinct(redact_value(&mut value));
+            if let Value::Object(m) = value {
+                *map = m;
+            }
+            Ok((!kinds.is_empty())
+                .then(|| format!("redacted from the arguments: {}", kinds.join(", "))))
+        }
+    }
+}
+
+/// The text parts of a serialized `CallToolResult`.
+fn texts_mut(result: &mut Value) -> Vec<&mut Value> {
+    let mut out = Vec::new();
+    let Value::Object(m) = result else {
+        return out;
+    };
+    let (content, structured): (Option<&mut Value>, Option<&mut Value>) = {
+        let mut content = None;
+        let mut structured = None;
+        for (k, v) in m.iter_mut() {
+            match k.as_str() {
+                "content" => content = Some(v),
+                "structuredContent" => structured = Some(v),
+                _ => {}
+            }
+        }
+        (content, structured)
+    };
+    if let Some(Value::Array(items)) = content {
+        for item in items {
+            let Value::Object(block) = item else { continue };
+            let kind = block
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match kind {
+                "text" => {
+                    if let Some(t) = block.get_mut("text") {
+                        out.push(t);
+                    }
+                }
+                "resource" => {
+                    if let Some(Value::Object(res)) = block.get_mut("resource")
+                        && let Some(t) = res.get_mut("text")
+                    {
+                        out.push(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(s) = structured {
+        out.push(s);
+    }
+    out
+}
+
+/// What the guard does to a result: `Err` (withhold) with the reason, or the note of what was
+/// redacted in place.
+pub(crate) fn result(
+    settings: GuardSettings,
+    result: &mut CallToolResult,
+) -> Result<Option<String>, String> {
+    if settings.secrets == SecretAction::Off {
+        return Ok(None);
+    }
+    let Ok(mut value) = serde_json::to_value(&*result) else {
+        return Ok(None);
+    };
+    let mut kinds = Vec::new();
+    for text in texts_mut(&mut value) {
+        match settings.secrets {
+            SecretAction::Block => kinds.extend(scan_value(text)),
+            _ => kinds.extend(redact_value(text)),
+        }
+    }
+    let kinds = distinct(kinds);
+    if kinds.is_empty() {
+        return Ok(None);
+    }
+    if settings.secrets == SecretAction::Block {
+        return Err(format!(
+            "its result contains a secret ({}) and was withheld",
+            kinds.join(", ")
+        ));
+    }
+    match serde_json::from_value(value) {
+        Ok(clean) => {
+            *result = clean;
+            Ok(Some(format!(
+                "redacted from the result: {}",
+                kinds.join(", ")
+            )))
+        }
+        Err(_) => Err("its result contains a secret that could not be redacted".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn settings(secrets: SecretAction) -> GuardSettings {
+        GuardSettings {
+            secrets,
+            ..GuardSettings::default()
+        }
+    }
+
+    fn args(v: Value) -> Option<JsonObject> {
+        match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    const KEY: &str = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+
+    #[test]
+    fn arguments_are_redacted_blocked_or_left() {
+        let mut a = args(json!({"token": KEY, "n": 1}));
+        let note = arguments(settings(SecretAction::Redact), &mut a).unwrap();
+        assert_eq!(
+            note.as_deref(),
+            Some("redacted from the arguments: github_token")
+        );
+        assert_eq!(a.as_ref().unwrap()["token"], "[REDACTED:github_token]");
+        let mut a = args(json!({"token": KEY}));
+        let e = arguments(settings(SecretAction::Block), &mut a).unwrap_err();
+        assert!(e.contains("github_token"), "{e}");
+        assert_eq!(
+            a.as_ref().unwrap()["token"],
+            KEY,
+            "blocking changes nothing"
+        );
+        let mut a = args(json!({"token": KEY}));
+        assert_eq!(arguments(settings(SecretAction::Off), &mut a), Ok(None));
+        let mut clean = args(json!({"q": "weather in Paris"}));
+        assert_eq!(
+            arguments(settings(SecretAction::Block), &mut clean),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn only_text_in_results_is_scanned() {
+        let mut r: CallToolResult = serde_json::from_value(json!({
+            "content": [
+                {"type": "text", "text": format!("key {KEY}")},
+                {"type": "image", "data": "Zx8Qp2Lr7Vt4Kb9Nw3Jc6Hs1Fd5Gm0Ya8Ue2Io7Pq", "mimeType": "image/png"}
+            ],
+            "structuredContent": {"k": KEY}
+        }))
+        .unwrap();
+        let note = result(settings(SecretAction::Redact), &mut r).unwrap();
+        assert_eq!(
+            note.as_deref(),
+            Some("redacted from the result: github_token")
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["text"], "key [REDACTED:github_token]");
+        assert_eq!(
+            v["content"][1]["data"],
+            "Zx8Qp2Lr7Vt4Kb9Nw3Jc6Hs1Fd5Gm0Ya8Ue2Io7Pq"
+        );
+        assert_eq!(v["structuredContent"]["k"], "[REDACTED:github_token]");
+        let mut r: CallToolResult =
+            serde_json::from_value(json!({"content": [{"type": "text", "text": KEY}]})).unwrap();
+        assert!(result(settings(SecretAction::Block), &mut r).is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! `toolforge tools diff [server/tool]` and `toolforge tools approve server/tool`: the tools in
+//! quarantine (a changed or renamed definition, or poisoning markers), what changed field by
+//! field, and accepting a change (the pending definition becomes the pin). Pins live in the
+//! SQLite catalog cache (`CATALOG_CACHE_PATH`); a running gateway picks an approval up within
+//! seconds.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use toolforge_mcp::{PinRow, PinStore};
+
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Only this tool (`server/tool`) or server (`server`).
+    #[arg(value_name = "SERVER[/TOOL]")]
+    pub target: Option<String>,
+    /// Print the changes as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The quarantined tool to accept, as `server/tool`.
+    #[arg(value_name = "SERVER/TOOL")]
+    pub target: String,
+}
+
+async fn store() -> anyhow::Result<PinStore> {
+    let cache = crate::config::catalog_cache().await?;
+    cache.and_then(|c| c.pin_store()).context(
+        "tool pins are kept in the SQLite catalog cache, and it is not in use: unset \
+         CATALOG_CACHE_BACKEND or set it to sqlite (CATALOG_CACHE_PATH names the file)",
+    )
+}
+
+fn split(target: &str) -> (&str, Option<&str>) {
+    match target.split_once('/') {
+        Some((server, tool)) => (server, Some(tool)),
+        None => (target, None),
+    }
+}
+
+fn shown(v: Option<&Value>) -> String {
+    v.map_or_else(|| "(absent)".to_owned(), Value::to_string)
+}
+
+pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let store = store().await?;
+    let (server, tool) = args.target.as_deref().map_or((None, None), |t| {
+        let (s, t) = split(t);
+        (Some(s), t)
+    });
+    let rows: Vec<PinRow> = store
+        .rows(None)?
+        .into_iter()
+        .filter(|r| {
+            r.pending.is_some()
+                && server.is_none_or(|s| r.server_name() == s)
+                && tool.is_none_or(|t| r.tool == t)
+        })
+        .collect();
+    let empty = json!({});
+    let report: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let before = r.approved.as_ref().unwrap_or(&empty);
+            let after = r.pending.as_ref().unwrap_or(&empty);
+            let changes: Vec<Value> = toolforge_guard::diff(before, after)
+                .into_iter()
+                .map(|c| json!({"field": c.path, "before": c.before, "after": c.after}))
+                .collect();
+            json!({
+                "server": r.server_name(),
+                "tool": r.tool,
+                "reason": r.reason,
+                "first_seen": r.approved.is_none(),
+                "changes": changes,
+            })
+        })
+        .collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if report.is_empty() {
+        println!("No tool is quarantined.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for r in &report {
+        println!(
+            "{}/{}: quarantined: {}",
+            r["server"].as_str().unwrap_or_default(),
+            r["tool"].as_str().unwrap_or_default(),
+            r["reason"].as_str().unwrap_or("changed")
+        );
+        if r["first_seen"] == true {
+            println!("  (never approved: every field is new)");
+        }
+        for c in r["changes"].as_array().into_iter().flatten() {
+            println!("  {}", c["field"].as_str().unwrap_or_default());
+            println!("    - {}", shown(c.get("before").filter(|v| !v.is_null())));
+            println!("    + {}", shown(c.get("after").filter(|v| !v.is_null())));
+        }
+        println!(
+            "  accept with: toolforge tools approve {}/{}",
+            r["server"].as_str().unwrap_or_default(),
+            r["tool"].as_str().unwrap_or_default()
+        );
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
+    let (server, Some(tool)) = split(&args.target) else {
+        anyhow::bail!(
+            "name the tool as server/tool (e.g. github/create_issue), not \"{}\"",
+            args.target
+        );
+    };
+    let store = store().await?;
+    // Every configuration of a server with this name that holds the tool.
+    let keys: Vec<String> = store
+        .rows(None)?
+        .into_iter()
+        .filter(|r| r.server_name() == server && r.tool == tool && r.pending.is_some())
+        .map(|r| r.server)
+        .collect();
+    let mut approved = false;
+    for key in &keys {
+        approved |= store.approve(key, tool)?;
+    }
+    if approved {
+        println!(
+            "Approved {server}/{tool}: its current definition is now pinned. A running gateway \
+             offers it again within seconds."
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "{server}/{tool} is not quarantined (nothing to approve); `toolforge tools diff` lists \
+             the tools that are."
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,72 @@
+//! `toolforge trace verify`: checks the trace file's hash chain. Exit 0 when it holds, 1 with
+//! the first bad line named when a record was changed, removed or reordered.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use toolforge_agent::trace_verify::{self, VerifyError};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Verify the hash chain of a trace file (every record's prev_hash).
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// Trace file to check (JSON Lines). Default: $TRACE_SINK, else logs/traces.jsonl.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// The head hash printed by an earlier verify (or kept elsewhere): also checks that the
+    /// chain still ends there, which catches an edited last record and a cut tail.
+    #[arg(long, value_name = "HASH")]
+    pub head: Option<String>,
+}
+
+pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Verify(args) => verify(args).await,
+    }
+}
+
+async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let path = args
+        .trace
+        .or_else(|| crate::config::env("TRACE_SINK").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(super::cost_report::DEFAULT_TRACE));
+    let shown = path.display().to_string();
+    let head = args.head;
+    let outcome = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot open the trace file {}", path.display()))?;
+        Ok::<_, anyhow::Error>(trace_verify::verify(
+            std::io::BufReader::new(file),
+            head.as_deref(),
+        ))
+    })
+    .await
+    .context("the trace reader stopped")??;
+    match outcome {
+        Ok(v) => {
+            let legacy = if v.unchained > 0 {
+                format!(
+                    " ({} leading records predate the chain and are not covered)",
+                    v.unchained
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "{shown}: chain intact, {} records{legacy}\nhead {}",
+                v.records, v.head
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ VerifyError::Read(_)) => Err(anyhow::anyhow!("{shown}: {e}")),
+        Err(e) => {
+            eprintln!("{shown}: chain broken: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
