@@ -2,6 +2,7 @@
 //! validated against its JSON Schema (`schemas/agent_answer.schema.json`, also served in the
 //! OpenAPI document) before it is returned.
 
+use crate::halt::HaltReason;
 use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ pub struct AgentAnswer {
     pub status: String,
     pub answer: String,
     pub key_facts: Value,
-    pub halt_reason: Option<String>,
+    pub halt_reason: Option<HaltReason>,
     pub dry_run: bool,
     pub cost_usd: f64,
     pub session_id: String,
@@ -57,9 +58,13 @@ impl AgentAnswer {
     /// The answer for `task` from a finished run.
     #[must_use]
     pub fn from_run(task: &str, run: &RunResult) -> Self {
-        let status = match run.halt_reason.as_deref() {
+        let status = match run.halt_reason {
             None => "completed",
-            Some("servers_unavailable" | "model_error") if run.steps.is_empty() => "error",
+            Some(HaltReason::ServersUnavailable | HaltReason::ModelError)
+                if run.steps.is_empty() =>
+            {
+                "error"
+            }
             Some(_) => "halted",
         };
         Self {
@@ -71,7 +76,7 @@ impl AgentAnswer {
             } else {
                 Value::Object(serde_json::Map::new())
             },
-            halt_reason: run.halt_reason.clone(),
+            halt_reason: run.halt_reason,
             dry_run: run.dry_run,
             cost_usd: run.cost_usd,
             session_id: run.session_id.clone(),

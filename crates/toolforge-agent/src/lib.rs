@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod backend;
 pub mod cost;
+pub mod halt;
 pub mod metrics;
 pub mod run;
 pub mod session;

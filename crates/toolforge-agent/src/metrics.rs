@@ -18,7 +18,7 @@
 //! | `toolforge.agent.run.cost` | histogram | `USD` | `model` |
 //!
 //! A tool name the catalog does not know (the model made it up) is recorded as `tool="_OTHER"`
-//! without `server`, and a halt reason outside [`HALT_REASONS`] as `halt_reason="_OTHER"`, so a
+//! without `server`, and a halted run without a reason as `halt_reason="_OTHER"`, so a
 //! misbehaving model cannot grow the number of series.
 
 use std::io::Write as _;
@@ -36,7 +36,8 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use serde_json::{Map, Value, json};
 
-use crate::run::{HALT_REASONS, RunResult};
+use crate::halt::HaltReason;
+use crate::run::RunResult;
 
 /// How often the periodic reader exports when the caller has no preference.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -222,11 +223,7 @@ impl Metrics {
             KeyValue::new("halted", run.halted),
         ];
         if run.halted || run.halt_reason.is_some() {
-            let reason = run
-                .halt_reason
-                .as_deref()
-                .and_then(|r| HALT_REASONS.iter().find(|known| **known == r).copied())
-                .unwrap_or(OTHER);
+            let reason = run.halt_reason.map_or(OTHER, HaltReason::as_str);
             run_attrs.push(KeyValue::new("halt_reason", reason));
         }
         self.runs.add(1, &run_attrs);
@@ -469,7 +466,7 @@ mod tests {
         }
     }
 
-    fn run(steps: Vec<Step>, halt_reason: Option<&str>) -> RunResult {
+    fn run(steps: Vec<Step>, halt_reason: Option<HaltReason>) -> RunResult {
         RunResult {
             session_id: "session-123".to_owned(),
             response: "done".to_owned(),
@@ -486,7 +483,7 @@ mod tests {
             },
             model_calls: 2,
             halted: halt_reason.is_some(),
-            halt_reason: halt_reason.map(str::to_owned),
+            halt_reason,
             error: None,
             dry_run: false,
             model: "claude-test".to_owned(),
@@ -693,8 +690,10 @@ mod tests {
             step("made_up_tool", None, false, false),
         ];
         metrics.record_run(&run(steps, None));
-        metrics.record_run(&run(vec![], Some("max_steps")));
-        metrics.record_run(&run(vec![], Some("something new")));
+        metrics.record_run(&run(vec![], Some(HaltReason::MaxSteps)));
+        let mut halted_without_reason = run(vec![], None);
+        halted_without_reason.halted = true;
+        metrics.record_run(&halted_without_reason);
         let got = collect(&metrics, &exporter);
 
         let (unit, runs) = &got["toolforge.agent.runs"];

@@ -26,6 +26,7 @@ use toolforge_select::{
 
 use crate::backend::{ToolBackend, ToolOutput};
 use crate::cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
+use crate::halt::HaltReason;
 use crate::session::SessionStore;
 use crate::trace::{
     RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink, arguments_hash, timestamp_now,
@@ -33,33 +34,6 @@ use crate::trace::{
 
 /// The system prompt every provider gets.
 pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user asks by calling the tools offered; call several at once when they do not depend on each other. Use only the tools offered and give arguments that match their input schemas. When you are done, reply with only one JSON object and nothing else: {\"answer\": \"<the answer in plain words>\", \"key_facts\": {<the facts the answer rests on, as JSON values>}}.";
-
-/// Why a run stopped before the model's final answer.
-///
-/// * `cost_ceiling`: the remaining budget could not pay another useful model call, or the
-///   guard clamped `max_tokens` and the model's answer was cut there.
-/// * `max_steps`: the model was still calling tools after `max_steps` turns.
-/// * `max_tokens`: the model's answer was cut at the configured `max_tokens`.
-/// * `model_error`: the provider failed (after its own retries); `error` says why.
-/// * `servers_unavailable`: every server hosting the request's tools is down, or nothing can be
-///   offered while some server is down (HTTP 503).
-/// * `cancelled`: the caller went away (the HTTP client disconnected); in-flight tool calls
-///   were cancelled with it.
-/// * `trace_unavailable`: with `trace_fail_closed`, the trace file cannot be written (a full
-///   disk): the run refuses to start, or stops before its next model call.
-pub const HALT_REASONS: &[&str] = &[
-    "cancelled",
-    "cost_ceiling",
-    "max_steps",
-    "max_tokens",
-    "model_error",
-    "servers_unavailable",
-    "trace_unavailable",
-];
-
-/// Halt reasons that mean the run failed (rather than stopped at a limit).
-pub const FAILED_HALT_REASONS: &[&str] =
-    &["model_error", "servers_unavailable", "trace_unavailable"];
 
 /// Agent settings (the binary fills them from env and flags).
 #[derive(Debug, Clone)]
@@ -132,7 +106,7 @@ impl std::fmt::Debug for RunRequest {
 }
 
 /// One tool call of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Step {
     /// The model turn that asked for it (1-based).
     pub step: u32,
@@ -143,6 +117,8 @@ pub struct Step {
     /// The server's own name of the tool.
     pub server_tool: Option<String>,
     pub arguments: Value,
+    /// The selector's rule that chose the server (`null` for an unknown tool).
+    #[schemars(extend("enum" = ["explicit-mention", "argument-type", "session-recency", "cosine-similarity", "priority-order", "single-candidate", null]))]
     pub selection_rule: Option<String>,
     pub alternatives: Vec<String>,
     pub executed: bool,
@@ -164,8 +140,10 @@ pub struct Step {
 }
 
 /// What a run returns (the `/chat` response body).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ChatResponse")]
 pub struct RunResult {
+    /// Also in every trace record of this run.
     pub session_id: String,
     /// The final answer in plain words (partial output when halted).
     pub response: String,
@@ -178,7 +156,7 @@ pub struct RunResult {
     pub usage: Usage,
     pub model_calls: u32,
     pub halted: bool,
-    pub halt_reason: Option<String>,
+    pub halt_reason: Option<HaltReason>,
     pub error: Option<String>,
     pub dry_run: bool,
     pub model: String,
@@ -574,7 +552,7 @@ impl Agent {
                 let mut names: Vec<&str> = needed.into_iter().collect();
                 names.sort_unstable();
                 result.halted = true;
-                result.halt_reason = Some("servers_unavailable".into());
+                result.halt_reason = Some(HaltReason::ServersUnavailable);
                 result.error = Some(format!(
                     "the MCP servers this request needs are down: {}",
                     names.join(", ")
@@ -609,7 +587,7 @@ impl Agent {
                 .is_some_and(CancellationToken::is_cancelled)
             {
                 result.halted = true;
-                result.halt_reason = Some("cancelled".into());
+                result.halt_reason = Some(HaltReason::Cancelled);
                 finished = true;
                 break;
             }
@@ -624,7 +602,7 @@ impl Agent {
             let clamped = match guard.allow(bound.tokens, self.config.max_tokens) {
                 Allowance::Halt => {
                     result.halted = true;
-                    result.halt_reason = Some("cost_ceiling".into());
+                    result.halt_reason = Some(HaltReason::CostCeiling);
                     finished = true;
                     break;
                 }
@@ -637,7 +615,7 @@ impl Agent {
                 Ok(r) => r,
                 Err(e) => {
                     result.halted = true;
-                    result.halt_reason = Some("model_error".into());
+                    result.halt_reason = Some(HaltReason::ModelError);
                     result.error = Some(e.to_string());
                     finished = true;
                     break;
@@ -663,14 +641,11 @@ impl Agent {
             if response.stop_reason == StopReason::MaxTokens {
                 result.response = response.text();
                 result.halted = true;
-                result.halt_reason = Some(
-                    if clamped {
-                        "cost_ceiling"
-                    } else {
-                        "max_tokens"
-                    }
-                    .into(),
-                );
+                result.halt_reason = Some(if clamped {
+                    HaltReason::CostCeiling
+                } else {
+                    HaltReason::MaxTokens
+                });
                 finished = true;
                 break;
             }
@@ -688,7 +663,7 @@ impl Agent {
                 .is_some_and(CancellationToken::is_cancelled)
             {
                 result.halted = true;
-                result.halt_reason = Some("cancelled".into());
+                result.halt_reason = Some(HaltReason::Cancelled);
                 finished = true;
                 break;
             }
@@ -875,7 +850,7 @@ impl Agent {
         }
         if !finished {
             result.halted = true;
-            result.halt_reason = Some("max_steps".into());
+            result.halt_reason = Some(HaltReason::MaxSteps);
         }
         if result.halted && result.response.is_empty() {
             result.response = partial_output(&result);
@@ -1038,7 +1013,7 @@ fn trace_cost(usd: f64) -> f64 {
 /// Halts `result` because the trace cannot be written (fail-closed mode).
 fn halt_on_trace(result: &mut RunResult) {
     result.halted = true;
-    result.halt_reason = Some("trace_unavailable".into());
+    result.halt_reason = Some(HaltReason::TraceUnavailable);
     result.error = Some(
         "the trace file cannot be written (is the disk full?), and TRACE_FAIL_CLOSED is on.".into(),
     );
@@ -1061,7 +1036,7 @@ fn partial_output(result: &RunResult) -> String {
         .filter(|s| s.success)
         .map(|s| format!("{} ({})", s.tool, short(&s.result_summary, 120)))
         .collect();
-    let why = result.halt_reason.as_deref().unwrap_or("halted");
+    let why = result.halt_reason.map_or("halted", HaltReason::as_str);
     if done.is_empty() {
         format!("Halted ({why}) before any tool call succeeded.")
     } else {

@@ -18,7 +18,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolforge_agent::answer::{AGENT_ANSWER_SCHEMA, AgentAnswer};
+use toolforge_agent::answer::AgentAnswer;
+use toolforge_agent::halt::HaltReason;
 use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult, Visibility};
 use toolforge_llm::{Content, Message, Role};
 
@@ -53,19 +54,21 @@ pub const MAX_HISTORY_BYTES: usize = 256 * 1024;
 pub const MAX_SESSION_ID_CHARS: usize = 128;
 
 /// One earlier turn of the conversation.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
     /// `user` or `assistant`.
+    #[schemars(extend("enum" = ["user", "assistant"]))]
     pub role: String,
     pub content: String,
 }
 
 /// The body of `POST /chat` and `POST /chat/stream`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatRequest {
     /// What the user asks for.
+    #[schemars(length(min = 1))]
     pub message: String,
     /// Plan without executing: every stage decides, no tool is called.
     #[serde(default)]
@@ -79,9 +82,11 @@ pub struct ChatRequest {
 }
 
 /// The body of `POST /agent/run`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentRunRequest {
+    /// What the agent should do.
+    #[schemars(length(min = 1))]
     pub task: String,
     #[serde(default)]
     pub dry_run: bool,
@@ -270,13 +275,13 @@ fn failure(result: &RunResult) -> Option<(StatusCode, String)> {
             .clone()
             .unwrap_or_else(|| "the run failed".to_owned())
     };
-    match result.halt_reason.as_deref() {
-        Some("servers_unavailable") => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
+    match result.halt_reason {
+        Some(HaltReason::ServersUnavailable) => Some((StatusCode::SERVICE_UNAVAILABLE, message())),
         // Fail-closed tracing refused the run before anything ran.
-        Some("trace_unavailable") if result.steps.is_empty() => {
+        Some(HaltReason::TraceUnavailable) if result.steps.is_empty() => {
             Some((StatusCode::SERVICE_UNAVAILABLE, message()))
         }
-        Some("model_error") if result.steps.is_empty() => {
+        Some(HaltReason::ModelError) if result.steps.is_empty() => {
             Some((StatusCode::BAD_GATEWAY, message()))
         }
         _ => None,
@@ -434,30 +439,8 @@ async fn agent_run_route(
     Ok(Json(json!({"result": answer, "available_tools": result.available_tools})).into_response())
 }
 
-/// The OpenAPI document of every HTTP route.
-#[must_use]
-pub fn openapi() -> Value {
-    let mut doc: Value = serde_json::from_str(OPENAPI).unwrap_or_else(|_| json!({}));
-    if let Ok(schema) = serde_json::from_str::<Value>(AGENT_ANSWER_SCHEMA)
-        && let Some(schemas) = doc
-            .pointer_mut("/components/schemas")
-            .and_then(Value::as_object_mut)
-    {
-        let mut schema = schema;
-        if let Some(o) = schema.as_object_mut() {
-            o.remove("$schema");
-            o.remove("$id");
-        }
-        schemas.insert("AgentAnswer".into(), schema);
-    }
-    doc["info"]["version"] = json!(env!("CARGO_PKG_VERSION"));
-    doc
-}
-
-const OPENAPI: &str = include_str!("../openapi.json");
-
 async fn openapi_route() -> Json<Value> {
-    Json(openapi())
+    Json(crate::openapi::document())
 }
 
 /// The agent's routes (state applied), merged into the gateway's router. `visibility` is the

@@ -14,6 +14,7 @@ pub mod mcp;
 mod mcp_guard;
 pub mod mcp_sessions;
 pub mod mrtr;
+pub mod openapi;
 mod subscriptions;
 mod uri_template;
 pub mod visible;

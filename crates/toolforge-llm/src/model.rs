@@ -87,7 +87,9 @@ pub struct ModelRequest {
 }
 
 /// Token usage of one response, as the provider billed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     /// Input tokens billed at the uncached price.
     pub input_tokens: u64,

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use toolforge_agent::halt::HaltReason;
 use toolforge_agent::{
     Agent, AgentConfig, MemorySessions, RecordKind, RunRequest, RunResult, ToolBackend,
     ToolFailure, ToolOutput, TraceRecord, TraceSink,
@@ -344,7 +345,7 @@ async fn down_servers_halt_a_real_run() {
     let model = Arc::new(Scripted::new(vec![]));
     let (agent, _dir) = agent_with(backend, model.clone(), AgentConfig::default()).await;
     let r = agent.run(request("read README.md"), None).await;
-    assert_eq!(r.halt_reason.as_deref(), Some("servers_unavailable"));
+    assert_eq!(r.halt_reason, Some(HaltReason::ServersUnavailable));
     assert!(r.error.unwrap().contains("filesystem, github"));
     assert!(
         model.seen.lock().is_empty(),
@@ -407,7 +408,7 @@ async fn max_steps_halts_with_partial_output() {
     let (agent, _dir) = agent_with(backend, model, config).await;
     let r = agent.run(request("list"), None).await;
     assert!(r.halted);
-    assert_eq!(r.halt_reason.as_deref(), Some("max_steps"));
+    assert_eq!(r.halt_reason, Some(HaltReason::MaxSteps));
     assert_eq!(r.steps.len(), 3);
     assert!(
         r.response
@@ -576,7 +577,7 @@ proptest! {
         let step_cost: f64 = result.steps.iter().map(|s| s.cost_usd).sum();
         prop_assert!(step_cost <= result.cost_usd + 1e-9);
         if result.halted {
-            prop_assert!(matches!(result.halt_reason.as_deref(), Some("cost_ceiling" | "max_steps" | "max_tokens")), "{:?}", result.halt_reason);
+            prop_assert!(matches!(result.halt_reason, Some(HaltReason::CostCeiling | HaltReason::MaxSteps | HaltReason::MaxTokens)), "{:?}", result.halt_reason);
         }
     }
 }
@@ -765,7 +766,7 @@ async fn fail_closed_refuses_to_run_while_the_trace_cannot_be_written() {
     );
     // The first run learns it at its first record: it stops before the next model call.
     let r = agent.run(request("list /"), None).await;
-    assert_eq!(r.halt_reason.as_deref(), Some("trace_unavailable"), "{r:?}");
+    assert_eq!(r.halt_reason, Some(HaltReason::TraceUnavailable), "{r:?}");
     assert!(
         r.error
             .as_deref()
@@ -776,7 +777,7 @@ async fn fail_closed_refuses_to_run_while_the_trace_cannot_be_written() {
     assert_eq!(backend.calls.lock().len(), 1);
     // The next run is refused before any model or tool call.
     let r = agent.run(request("list /"), None).await;
-    assert_eq!(r.halt_reason.as_deref(), Some("trace_unavailable"));
+    assert_eq!(r.halt_reason, Some(HaltReason::TraceUnavailable));
     assert!(r.error.as_deref().unwrap().contains("Nothing was run"));
     assert_eq!(model.seen.lock().len(), 1);
     assert_eq!(backend.calls.lock().len(), 1);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use toolforge_agent::run::FAILED_HALT_REASONS;
+use toolforge_agent::halt::HaltReason;
 use toolforge_agent::{RunRequest, RunResult};
 
 use super::serve::NamespaceArg;
@@ -149,10 +149,7 @@ fn unlisted_note(servers: &[String]) -> String {
 /// 1 when the run failed (a failing halt, or tool calls were made and every one failed), 2 when
 /// it halted at a limit, else 0.
 fn exit_code(result: &RunResult) -> ExitCode {
-    let failed_halt = result
-        .halt_reason
-        .as_deref()
-        .is_some_and(|h| FAILED_HALT_REASONS.contains(&h));
+    let failed_halt = result.halt_reason.is_some_and(HaltReason::is_failure);
     let executed = result.steps.iter().filter(|s| s.executed);
     let all_calls_failed = executed.clone().count() > 0 && !executed.clone().any(|s| s.success);
     if failed_halt || all_calls_failed {
@@ -175,7 +172,7 @@ fn render(r: &RunResult) -> String {
         let _ = writeln!(
             out,
             "halted: {}",
-            r.halt_reason.as_deref().unwrap_or("unknown")
+            r.halt_reason.map_or("unknown", HaltReason::as_str)
         );
     }
     if r.dry_run {
@@ -307,11 +304,11 @@ mod tests {
     fn halts_exit_2_and_failures_exit_1() {
         let mut r = result();
         assert_eq!(exit_code(&r), ExitCode::SUCCESS);
-        r.halt_reason = Some("cost_ceiling".into());
+        r.halt_reason = Some(HaltReason::CostCeiling);
         assert_eq!(exit_code(&r), ExitCode::from(2));
-        r.halt_reason = Some("servers_unavailable".into());
+        r.halt_reason = Some(HaltReason::ServersUnavailable);
         assert_eq!(exit_code(&r), ExitCode::FAILURE);
-        r.halt_reason = Some("trace_unavailable".into());
+        r.halt_reason = Some(HaltReason::TraceUnavailable);
         assert_eq!(exit_code(&r), ExitCode::FAILURE);
         r.halted = false;
         r.halt_reason = None;

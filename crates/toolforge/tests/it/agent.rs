@@ -229,6 +229,7 @@ async fn http_api_chat_stream_agent_run_and_openapi() {
     assert_eq!(r["halted"], false);
     assert!(r["halt_reason"].is_null());
     assert_eq!(r["steps"][0]["selection_rule"], "single-candidate");
+    let chat_body = r.clone();
     let (_, again) = post(
         &served,
         "/chat",
@@ -360,6 +361,24 @@ async fn http_api_chat_stream_agent_run_and_openapi() {
         doc["components"]["schemas"]["AgentAnswer"]["properties"]
             .get("key_facts")
             .is_some()
+    );
+    // The bodies this test sent and got match the document's schemas.
+    let conforms = |name: &str, body: &Value| {
+        let schema = json!({
+            "$ref": format!("#/components/schemas/{name}"),
+            "components": doc["components"].clone(),
+        });
+        let validator = jsonschema::validator_for(&schema).expect("the document's schemas compile");
+        let errors: Vec<String> = validator.iter_errors(body).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}\n{body}");
+    };
+    conforms("ChatResponse", &chat_body);
+    conforms("ChatResponse", &again);
+    conforms("AgentRunResponse", &r);
+    conforms(
+        "ChatRequest",
+        &json!({"message": TASK, "session_id": "it-1", "dry_run": true,
+                "messages": [{"role": "user", "content": "hello"}]}),
     );
 
     // /health shows the trace writer: nothing lost.

@@ -19,6 +19,7 @@ mod sdk_clients;
 mod selection;
 mod stateless;
 mod visibility;
+mod wire_formats;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

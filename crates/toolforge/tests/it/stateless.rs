@@ -22,8 +22,19 @@ pub async fn session_rpc(
     method: &str,
     params: Value,
 ) -> (reqwest::header::HeaderMap, Value) {
+    rpc_at(&format!("{base}/mcp"), session, id, method, params).await
+}
+
+/// [`session_rpc`] to the MCP endpoint `url` (a query string included).
+pub async fn rpc_at(
+    url: &str,
+    session: Option<&str>,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> (reqwest::header::HeaderMap, Value) {
     let mut req = reqwest::Client::new()
-        .post(format!("{base}/mcp"))
+        .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-06-18");
     if let Some(s) = session {
