@@ -5,6 +5,10 @@
 //! `tool_call` records; any other (the final answer, an answer cut at `max_tokens`) has one
 //! `model_call` record. A record is appended whole or not at all: a failed write (a full disk)
 //! cuts the file back to its length before the write, and the record is counted as lost.
+//!
+//! Every emitted record is also broadcast to live subscribers ([`TraceSink::subscribe`], the
+//! console's live trace): a bounded channel where a subscriber that falls behind skips the
+//! oldest records (and is told how many), so emitting never waits on one.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// The trace schema version.
 pub const SCHEMA_VERSION: &str = "1";
@@ -116,6 +120,10 @@ impl std::fmt::Debug for Command {
 /// Records a full queue may hold before new ones are dropped (and counted as lost).
 pub const QUEUE_CAPACITY: usize = 65_536;
 
+/// Records the live broadcast keeps for its slowest subscriber; one further behind skips the
+/// oldest.
+pub const LIVE_CAPACITY: usize = 1024;
+
 /// A file the writer appends whole lines to.
 trait Target {
     /// Bytes in the file now.
@@ -166,16 +174,19 @@ pub struct TraceSink {
     tx: Option<mpsc::Sender<Command>>,
     path: Option<PathBuf>,
     health: Arc<Health>,
+    /// Emitted records, for live subscribers.
+    live: broadcast::Sender<Arc<TraceRecord>>,
 }
 
 impl TraceSink {
-    /// A sink that drops every record.
+    /// A sink that writes no file (live subscribers still see every record).
     #[must_use]
     pub fn disabled() -> Self {
         Self {
             tx: None,
             path: None,
             health: Arc::default(),
+            live: broadcast::channel(LIVE_CAPACITY).0,
         }
     }
 
@@ -235,6 +246,7 @@ impl TraceSink {
             tx: Some(tx),
             path: Some(path.to_owned()),
             health,
+            live: broadcast::channel(LIVE_CAPACITY).0,
         }
     }
 }
@@ -278,6 +290,7 @@ impl TraceSink {
     /// Queues one record. A record that cannot be queued (the writer is gone or a full queue
     /// of `QUEUE_CAPACITY` records waits) is dropped and counted as lost.
     pub fn emit(&self, record: TraceRecord) {
+        self.publish(&record);
         if let Some(tx) = &self.tx
             && let Err(e) = tx.try_send(Command::Record(Box::new(record), None))
         {
@@ -289,6 +302,7 @@ impl TraceSink {
     /// Writes one record and waits for the outcome: `true` once it is in the file (always
     /// `true` for a disabled sink).
     pub async fn emit_confirmed(&self, record: TraceRecord) -> bool {
+        self.publish(&record);
         let Some(tx) = &self.tx else { return true };
         let (done, wait) = oneshot::channel();
         if tx
@@ -300,6 +314,21 @@ impl TraceSink {
             return false;
         }
         wait.await.unwrap_or(false)
+    }
+
+    /// Every record emitted from now on, as it is emitted. A subscriber more than
+    /// [`LIVE_CAPACITY`] records behind gets `Lagged` and skips the oldest; emitting never
+    /// waits for one.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<TraceRecord>> {
+        self.live.subscribe()
+    }
+
+    /// Sends `record` to the live subscribers, if any (a copy only when someone listens).
+    fn publish(&self, record: &TraceRecord) {
+        if self.live.receiver_count() > 0 {
+            let _ = self.live.send(Arc::new(record.clone()));
+        }
     }
 
     /// Whether the file takes writes now: `true` unless the last write failed and a probe (a
@@ -462,6 +491,27 @@ mod tests {
         assert!(!sink.writable().await, "the probe fails too");
         assert_eq!(sink.status()["lost_records"], 2);
         assert_eq!(sink.status()["failing"], true);
+    }
+
+    #[tokio::test]
+    async fn live_subscribers_see_records_and_a_slow_one_skips_the_oldest() {
+        let sink = TraceSink::disabled();
+        sink.emit(record("before"));
+        let mut live = sink.subscribe();
+        sink.emit(record("a"));
+        assert!(sink.emit_confirmed(record("b")).await);
+        assert_eq!(live.recv().await.unwrap().session_id, "a");
+        assert_eq!(live.recv().await.unwrap().session_id, "b");
+        // Nobody reads: emitting more than the channel holds neither blocks nor fails.
+        for i in 0..LIVE_CAPACITY + 5 {
+            sink.emit(record(&format!("r{i}")));
+        }
+        assert!(matches!(
+            live.recv().await,
+            Err(broadcast::error::RecvError::Lagged(5))
+        ));
+        assert_eq!(live.recv().await.unwrap().session_id, "r5");
+        assert_eq!(sink.lost_records(), 0, "the file side is untouched");
     }
 
     #[test]

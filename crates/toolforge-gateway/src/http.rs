@@ -1,5 +1,6 @@
 //! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health`, the
-//! agent's routes ([`crate::chat`]), and JSON errors for everything else.
+//! agent's routes ([`crate::chat`]), the web console at `/ui` ([`crate::console`]), and JSON
+//! errors for everything else.
 //!
 //! DNS-rebinding protection: rmcp checks `Host` (and, enforced here, `Origin`) on `/mcp`; the
 //! same allow-list guards the other routes in a middleware, so a page on a foreign origin can
@@ -47,6 +48,8 @@ pub struct HttpOptions {
     /// The agent behind `POST /chat`, `/chat/stream` and `/agent/run` (absent: those routes
     /// answer 404 and only the gateway is served).
     pub agent: Option<Arc<toolforge_agent::Agent>>,
+    /// The daily spend the console's "Spend and cache" page shows (absent: it says so).
+    pub spend: Option<crate::console::SpendReport>,
 }
 
 impl Default for HttpOptions {
@@ -59,6 +62,7 @@ impl Default for HttpOptions {
             sessions: crate::mcp_sessions::SessionLimits::default(),
             cancel: CancellationToken::new(),
             agent: None,
+            spend: None,
         }
     }
 }
@@ -186,7 +190,7 @@ async fn not_found(req: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no route for {} {}; see GET /openapi.json (POST /mcp, /chat, /chat/stream, /agent/run; GET /tools, /health)",
+            "no route for {} {}; see GET /openapi.json (POST /mcp, /chat, /chat/stream, /agent/run; GET /tools, /health, /ui)",
             req.method(),
             req.uri().path()
         ),
@@ -318,6 +322,12 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             shared.visibility.clone(),
         ));
     }
+    router = router.merge(crate::console::routes(
+        shared.clone(),
+        opts.agent.clone(),
+        opts.spend.clone(),
+        opts.cancel.clone(),
+    ));
     let sessions = Arc::new(CappedSessions::new(opts.sessions));
     let mcp_guard = Arc::new(McpGuard::new(
         opts.max_body_bytes,

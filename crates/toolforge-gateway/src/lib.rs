@@ -6,6 +6,7 @@
 
 mod cache_hints;
 pub mod chat;
+pub mod console;
 mod group_annotations;
 pub mod http;
 pub mod listen;
@@ -19,6 +20,7 @@ mod subscriptions;
 mod uri_template;
 pub mod visible;
 
+pub use console::SpendReport;
 pub use http::{HttpOptions, health, router, serve, tool_rows};
 pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};

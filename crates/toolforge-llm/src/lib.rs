@@ -11,6 +11,7 @@ pub mod model;
 pub mod openai;
 pub mod openai_tokens;
 pub mod pricing;
+mod provider_http;
 
 pub use mock::{MOCK_MODEL, MockModel};
 pub use model::{

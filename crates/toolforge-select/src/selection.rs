@@ -534,6 +534,8 @@ impl Selection {
                 "{cap} of {} tools, ranked against the request ({ranker})",
                 units.len()
             ));
+        } else if cap == usize::MAX {
+            rationale.push(format!("all {} tools the rules keep", units.len()));
         } else {
             rationale.push(format!(
                 "all {} tools the rules keep (at most {cap} are shown)",

@@ -215,7 +215,8 @@ impl Shared {
     }
 
     /// The selection over the pool's current catalog, built once per catalog generation.
-    pub(super) fn selection(&self) -> Arc<Selection> {
+    #[must_use]
+    pub fn selection(&self) -> Arc<Selection> {
         let catalog = self.pool.shared_catalog();
         let mut slot = self.selection.lock();
         if let Some((built_for, selection)) = slot.as_ref()

@@ -84,6 +84,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The report `--json` prints, every day of the trace file at `path` (the console's "Spend
+/// and cache" page). No file yet is an empty report: nothing has been billed.
+///
+/// # Errors
+/// The file cannot be opened or read.
+pub fn json_report(path: &Path) -> anyhow::Result<Value> {
+    if !path.exists() {
+        return Ok(render_json(&Report::default()));
+    }
+    read_report(path, Filter::default()).map(|report| render_json(&report))
+}
+
 /// `--since`: a calendar date, `YYYY-MM-DD`.
 fn parse_date(s: &str) -> Result<Date, String> {
     let format = time::macros::format_description!("[year]-[month]-[day]");

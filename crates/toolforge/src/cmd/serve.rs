@@ -125,9 +125,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         cancel: cancel.clone(),
         agent: Some(agent.clone()),
+        spend: agent.traces().path().map(|path| {
+            let path = path.to_owned();
+            toolforge_gateway::SpendReport(Arc::new(move || {
+                super::cost_report::json_report(&path).map_err(|e| format!("{e:#}"))
+            }))
+        }),
     };
     eprintln!(
-        "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /openapi.json)"
+        "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /openapi.json; the console at /ui)"
     );
     let signal = cancel.clone();
     tokio::spawn(async move {

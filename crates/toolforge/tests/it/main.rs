@@ -5,6 +5,7 @@
 mod agent;
 mod cache;
 mod client;
+mod console;
 mod cost_report;
 mod dry_run;
 mod evals;

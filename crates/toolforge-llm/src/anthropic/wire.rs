@@ -1,0 +1,263 @@
+//! The Messages API's wire shapes: the request body built from a `ModelRequest`, and the answer
+//! parsed back into a `ModelResponse`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{
+    Content, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+};
+use crate::provider_http::quote;
+
+#[derive(Serialize)]
+pub(super) struct WireRequest<'a> {
+    pub(super) model: &'a str,
+    pub(super) max_tokens: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) system: Vec<WireSystem<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) tools: Vec<WireTool<'a>>,
+    pub(super) messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) stream: bool,
+}
+
+#[derive(Serialize)]
+pub(super) struct CacheControl {
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+}
+
+pub(super) const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+#[derive(Serialize)]
+pub(super) struct WireSystem<'a> {
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+    pub(super) text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+pub(super) struct WireTool<'a> {
+    pub(super) name: &'a str,
+    pub(super) description: &'a str,
+    pub(super) input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache_control: Option<CacheControl>,
+}
+
+#[derive(Serialize)]
+pub(super) struct WireMessage<'a> {
+    pub(super) role: Role,
+    pub(super) content: Vec<WireBlock<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+pub(super) fn wire_request<'a>(
+    model: &'a str,
+    request: &'a ModelRequest,
+    stream: bool,
+) -> WireRequest<'a> {
+    let cache = || request.cache.then_some(EPHEMERAL);
+    let system = if request.system.is_empty() {
+        Vec::new()
+    } else {
+        vec![WireSystem {
+            kind: "text",
+            text: &request.system,
+            cache_control: cache(),
+        }]
+    };
+    let last = request.tools.len().saturating_sub(1);
+    let tools = request
+        .tools
+        .iter()
+        .enumerate()
+        .map(|(i, t): (usize, &ToolSpec)| WireTool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.input_schema,
+            cache_control: if i == last { cache() } else { None },
+        })
+        .collect();
+    WireRequest {
+        model,
+        max_tokens: request.max_tokens,
+        system,
+        tools,
+        messages: request.messages.iter().map(wire_message).collect(),
+        stream,
+    }
+}
+
+pub(super) fn wire_message(message: &Message) -> WireMessage<'_> {
+    // The API rejects empty text blocks; a model's empty text next to a tool call is dropped
+    // rather than echoed back into a 400.
+    let has_other = message
+        .content
+        .iter()
+        .any(|c| !matches!(c, Content::Text { text } if text.is_empty()));
+    let content = message
+        .content
+        .iter()
+        .filter(|c| !(has_other && matches!(c, Content::Text { text } if text.is_empty())))
+        .map(|c| match c {
+            Content::Text { text } => WireBlock::Text { text },
+            Content::ToolUse { id, name, input } => WireBlock::ToolUse { id, name, input },
+            Content::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => WireBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error: *is_error,
+            },
+        })
+        .collect();
+    WireMessage {
+        role: message.role,
+        content,
+    }
+}
+
+// ---- response wire types ----
+
+#[derive(Deserialize)]
+pub(super) struct ApiErrorEnvelope {
+    pub(super) error: ApiError,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ApiError {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) message: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct WireResponse {
+    #[serde(default)]
+    pub(super) content: Vec<WireContent>,
+    pub(super) stop_reason: Option<String>,
+    #[serde(default)]
+    pub(super) usage: WireUsage,
+    #[serde(default)]
+    pub(super) model: String,
+}
+
+/// A content block of an answer; kinds the agent does not use (thinking, server tools) are
+/// skipped.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum WireContent {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// Usage as sent; every field may be absent or `null`.
+#[derive(Deserialize, Default)]
+pub(super) struct WireUsage {
+    pub(super) input_tokens: Option<u64>,
+    pub(super) output_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// Overwrites the fields present: `message_delta` counts are cumulative, not increments.
+    pub(super) fn apply_to(&self, usage: &mut Usage) {
+        let fields = [
+            (self.input_tokens, &mut usage.input_tokens),
+            (self.output_tokens, &mut usage.output_tokens),
+            (
+                self.cache_creation_input_tokens,
+                &mut usage.cache_creation_input_tokens,
+            ),
+            (
+                self.cache_read_input_tokens,
+                &mut usage.cache_read_input_tokens,
+            ),
+        ];
+        for (value, slot) in fields {
+            if let Some(value) = value {
+                *slot = value;
+            }
+        }
+    }
+}
+
+pub(super) fn stop_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        _ => StopReason::Other,
+    }
+}
+
+pub(super) fn parse_response(
+    body: &str,
+    requested_model: &str,
+) -> Result<ModelResponse, ModelError> {
+    let wire: WireResponse = serde_json::from_str(body)
+        .map_err(|e| bad_response(format!("{e}; body starts {:?}", quote(body))))?;
+    let content = wire
+        .content
+        .into_iter()
+        .filter_map(|c| match c {
+            WireContent::Text { text } => Some(Content::Text { text }),
+            WireContent::ToolUse { id, name, input } => Some(Content::ToolUse { id, name, input }),
+            WireContent::Other => None,
+        })
+        .collect();
+    let mut usage = Usage::default();
+    wire.usage.apply_to(&mut usage);
+    Ok(ModelResponse {
+        content,
+        stop_reason: stop_reason(wire.stop_reason.as_deref()),
+        usage,
+        model: if wire.model.is_empty() {
+            requested_model.to_owned()
+        } else {
+            wire.model
+        },
+    })
+}
+
+pub(super) const PROVIDER: &str = "anthropic";
+
+pub(super) fn bad_response(message: String) -> ModelError {
+    ModelError::BadResponse {
+        provider: PROVIDER,
+        message,
+    }
+}
