@@ -31,6 +31,7 @@ use crate::visible::{RequestChannels, VisibilityConfig};
 struct ChatState {
     agent: Arc<Agent>,
     visibility: Arc<VisibilityConfig>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl ChatState {
@@ -253,7 +254,7 @@ impl ChatRequest {
 /// Runs `request` in its own task; the run is cancelled if the returned guard drops first
 /// (the client went away).
 fn spawn_run(
-    agent: &Arc<Agent>,
+    state: &ChatState,
     mut request: RunRequest,
     events: Option<mpsc::UnboundedSender<RunEvent>>,
 ) -> (
@@ -262,8 +263,13 @@ fn spawn_run(
 ) {
     let cancel = CancellationToken::new();
     request.cancel = Some(cancel.clone());
-    let agent = agent.clone();
-    let handle = tokio::spawn(async move { agent.run(request, events).await });
+    let agent = state.agent.clone();
+    let metrics = state.metrics.clone();
+    let handle = tokio::spawn(async move {
+        let result = agent.run(request, events).await;
+        metrics.agent_run(&result);
+        result
+    });
     (handle, cancel.drop_guard())
 }
 
@@ -321,7 +327,7 @@ async fn chat_route(
 ) -> Result<Response, ApiError> {
     let mut request = body.into_run()?;
     request.visibility = Some(state.visibility(&uri, &headers));
-    let (handle, _guard) = spawn_run(&state.agent, request, None);
+    let (handle, _guard) = spawn_run(&state, request, None);
     let result = join(handle).await?;
     if let Some((status, message)) = failure(&result) {
         return Ok(failure_response(status, &message, &result));
@@ -345,7 +351,7 @@ async fn chat_stream_route(
     let mut request = body.into_run()?;
     request.visibility = Some(state.visibility(&uri, &headers));
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (handle, guard) = spawn_run(&state.agent, request, Some(tx));
+    let (handle, guard) = spawn_run(&state, request, Some(tx));
     let stream = async_stream(move |out| async move {
         // Keeps the run alive exactly as long as the client reads: when it leaves, the stream
         // is dropped, `out` closes and the guard cancels the run at once (the in-flight tool
@@ -423,7 +429,7 @@ async fn agent_run_route(
         visibility: Some(state.visibility(&uri, &headers)),
         ..RunRequest::default()
     };
-    let (handle, _guard) = spawn_run(&state.agent, request, None);
+    let (handle, _guard) = spawn_run(&state, request, None);
     let result = join(handle).await?;
     if let Some((status, message)) = failure(&result) {
         return Ok(failure_response(status, &message, &result));
@@ -445,12 +451,20 @@ async fn openapi_route() -> Json<Value> {
 
 /// The agent's routes (state applied), merged into the gateway's router. `visibility` is the
 /// operator's; each request narrows it with its query and `x-mcp-*` headers.
-pub fn routes(agent: Arc<Agent>, visibility: Arc<VisibilityConfig>) -> axum::Router {
+pub fn routes(
+    agent: Arc<Agent>,
+    visibility: Arc<VisibilityConfig>,
+    metrics: Arc<crate::metrics::Metrics>,
+) -> axum::Router {
     axum::Router::new()
         .route("/chat", post(chat_route))
         .route("/chat/stream", post(chat_stream_route))
         .route("/agent/run", post(agent_run_route))
-        .with_state(ChatState { agent, visibility })
+        .with_state(ChatState {
+            agent,
+            visibility,
+            metrics,
+        })
 }
 
 /// `GET /openapi.json`, served with or without the agent.

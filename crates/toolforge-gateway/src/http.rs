@@ -11,6 +11,7 @@
 //! connections ([`crate::listener`]).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::{Request, State};
@@ -24,9 +25,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolforge_mcp::{ServerHealth, ServerState};
 
+use crate::drain::Drain;
 use crate::mcp::{Gateway, Shared};
 use crate::mcp_guard::McpGuard;
 use crate::mcp_sessions::CappedSessions;
+use crate::metrics::Metrics;
 use crate::visible::RequestChannels;
 
 /// HTTP options.
@@ -50,6 +53,16 @@ pub struct HttpOptions {
     pub agent: Option<Arc<toolforge_agent::Agent>>,
     /// The daily spend the console's "Spend and cache" page shows (absent: it says so).
     pub spend: Option<crate::console::SpendReport>,
+    /// The counters `GET /metrics` shows.
+    pub metrics: Arc<Metrics>,
+    /// Begun (on SIGTERM, by the binary): stop accepting, `/health` 503, finish what is in
+    /// flight, return.
+    pub drain: Arc<Drain>,
+    /// Longest wait for requests in flight once draining has begun.
+    pub drain_timeout: Duration,
+    /// How long a draining replica still accepts connections (answering `/health` with 503),
+    /// so that its load balancer's health checks see it leave before it refuses anyone.
+    pub drain_grace: Duration,
 }
 
 impl Default for HttpOptions {
@@ -63,9 +76,23 @@ impl Default for HttpOptions {
             cancel: CancellationToken::new(),
             agent: None,
             spend: None,
+            metrics: Arc::new(Metrics::new()),
+            drain: Arc::new(Drain::new()),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            drain_grace: Duration::ZERO,
         }
     }
 }
+
+/// How long a draining replica waits for requests in flight by default.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long `toolforge serve` keeps accepting once draining has begun, by default: HAProxy's
+/// checks of `deploy/haproxy.cfg` take a replica out within about a second.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(3);
+
+/// How long connections get to close once the drain deadline has passed (or on a hard stop).
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
@@ -145,6 +172,8 @@ fn tool_rows_in(shared: &Shared, scope: &crate::visible::Scope) -> Vec<ToolRow> 
 #[derive(Debug, Serialize)]
 pub struct Health {
     pub status: &'static str,
+    /// The replica is draining (SIGTERM): it answers 503 so the load balancer moves away.
+    pub draining: bool,
     pub servers: Vec<ServerHealth>,
     pub cache: serde_json::Value,
     /// The agent's trace writer (`lost_records`, `failing`), when the agent is served.
@@ -161,6 +190,7 @@ pub fn health(shared: &Shared) -> Health {
         .all(|s| matches!(s.state, ServerState::Ready | ServerState::Disabled));
     Health {
         status: if ok { "ok" } else { "degraded" },
+        draining: false,
         servers,
         cache: shared.pool.cache_status(),
         trace: None,
@@ -301,25 +331,127 @@ async fn session_closed(req: Request, next: Next) -> Response {
     response
 }
 
+/// Answers an unknown or expired `Mcp-Session-Id` (its replica restarted, or it idled out)
+/// with a message that says what to do, instead of rmcp's bare "Session not found".
+async fn session_gone(req: Request, next: Next) -> Response {
+    let had_session = req.headers().contains_key("mcp-session-id");
+    let response = next.run(req).await;
+    if !had_session || response.status() != StatusCode::NOT_FOUND {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return response; // a JSON-RPC answer of rmcp's own, already explicit
+    }
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": -32001,
+                "message": SESSION_GONE_MESSAGE,
+            }
+        })),
+    )
+        .into_response()
+}
+
+/// What a client with an unknown `Mcp-Session-Id` is told.
+pub const SESSION_GONE_MESSAGE: &str = "session not found or expired (the replica that held it \
+     may have restarted): start a new session by sending initialize without Mcp-Session-Id";
+
+/// The route label of a request: the router's pattern, `/mcp` for everything under it.
+fn route_label(req: &Request) -> String {
+    match req.extensions().get::<axum::extract::MatchedPath>() {
+        Some(p) if p.as_str().starts_with("/mcp") => "/mcp".to_owned(),
+        Some(p) => p.as_str().to_owned(),
+        None => "unmatched".to_owned(),
+    }
+}
+
+/// Counts every request (route, status, latency) and holds it in flight for the drain until
+/// its response body has been sent; listening streams (`GET /mcp`) are not held. Requests
+/// carry the metrics in their extensions, for the tool-call counters further in.
+async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = route_label(&req);
+    let method = req.method().clone();
+    let listening = method == axum::http::Method::GET && route == "/mcp";
+    let in_flight = (!listening).then(|| opts.drain.enter());
+    req.extensions_mut().insert(opts.metrics.clone());
+    let response = next.run(req).await;
+    opts.metrics.http_request(
+        &route,
+        method.as_str(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    match in_flight {
+        None => response,
+        Some(guard) => {
+            use futures::StreamExt as _;
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                let _held = &guard;
+                chunk
+            });
+            Response::from_parts(parts, axum::body::Body::from_stream(body))
+        }
+    }
+}
+
+async fn health_route(State((shared, opts)): State<(Arc<Shared>, Arc<HttpOptions>)>) -> Response {
+    let mut body = health(&shared);
+    body.trace = opts.agent.as_ref().map(|a| a.traces().status());
+    if opts.drain.is_draining() {
+        body.status = "draining";
+        body.draining = true;
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    Json(body).into_response()
+}
+
+async fn metrics_route(
+    State((shared, opts)): State<(Arc<Shared>, Arc<HttpOptions>)>,
+    sessions: axum::Extension<Arc<CappedSessions>>,
+) -> Response {
+    let live = crate::metrics::Live {
+        sessions: sessions.open().await as u64,
+        in_flight: opts.drain.in_flight(),
+        draining: opts.drain.is_draining(),
+        cache: shared.pool.cache_status(),
+    };
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        opts.metrics.render(&live),
+    )
+        .into_response()
+}
+
 /// The whole HTTP router.
 pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     let opts = Arc::new(opts);
+    let sessions = Arc::new(CappedSessions::new(opts.sessions));
     let mut router = axum::Router::new()
         .route("/tools", get(tools_route))
-        .route("/health", {
-            let agent = opts.agent.clone();
-            get(move |State(shared): State<Arc<Shared>>| async move {
-                let mut body = health(&shared);
-                body.trace = agent.as_ref().map(|a| a.traces().status());
-                Json(body)
-            })
-        })
         .with_state(shared.clone())
+        .merge(
+            axum::Router::new()
+                .route("/health", get(health_route))
+                .route("/metrics", get(metrics_route))
+                .layer(axum::Extension(sessions.clone()))
+                .with_state((shared.clone(), opts.clone())),
+        )
         .merge(crate::chat::openapi_routes());
     if let Some(agent) = &opts.agent {
         router = router.merge(crate::chat::routes(
             agent.clone(),
             shared.visibility.clone(),
+            opts.metrics.clone(),
         ));
     }
     router = router.merge(crate::console::routes(
@@ -328,7 +460,6 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         opts.spend.clone(),
         opts.cancel.clone(),
     ));
-    let sessions = Arc::new(CappedSessions::new(opts.sessions));
     let mcp_guard = Arc::new(McpGuard::new(
         opts.max_body_bytes,
         (!opts.stateless).then(|| sessions.clone()),
@@ -338,6 +469,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             "/mcp",
             tower::ServiceBuilder::new()
                 .layer(axum::middleware::from_fn(session_closed))
+                .layer(axum::middleware::from_fn(session_gone))
                 .service(mcp_service(shared, &opts, sessions)),
         )
         .layer(axum::middleware::from_fn_with_state(
@@ -353,9 +485,14 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             opts.max_body_bytes,
         ))
         .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe))
 }
 
-/// Serves [`router`] on `listener` until `opts.cancel` is cancelled.
+/// Serves [`router`] on `listener` until `opts.cancel` is cancelled (a hard stop: connections
+/// close at once, in-flight responses get [`CLOSE_GRACE`]) or `opts.drain` begins: then
+/// `/health` answers 503, new connections are still accepted for `opts.drain_grace` (the load
+/// balancer's checks see the replica leave), the listener closes, requests in flight get what
+/// is left of `opts.drain_timeout` to finish, and sessions and connections end after that.
 ///
 /// # Errors
 /// The listener fails.
@@ -365,6 +502,45 @@ pub async fn serve(
     opts: HttpOptions,
 ) -> std::io::Result<()> {
     let cancel = opts.cancel.clone();
+    let drain = opts.drain.clone();
+    let (drain_timeout, drain_grace) = (opts.drain_timeout, opts.drain_grace);
     let limits = opts.connections;
-    crate::listener::serve_connections(listener, router(shared, opts), limits, cancel).await
+    let stop = crate::listener::Stop::default();
+    let closed = stop.close.clone();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tokio::select! {
+                () = drain.begun() => {
+                    let deadline = tokio::time::Instant::now() + drain_timeout;
+                    tracing::info!(in_flight = drain.in_flight(), "draining: /health answers 503");
+                    tokio::select! {
+                        () = tokio::time::sleep(drain_grace.min(drain_timeout)) => {}
+                        () = cancel.cancelled() => {}
+                    }
+                    stop.accept.cancel();
+                    tracing::info!(in_flight = drain.in_flight(), "draining: no new connections");
+                    tokio::select! {
+                        () = drain.idle() => {}
+                        () = tokio::time::sleep_until(deadline) => {
+                            tracing::warn!(in_flight = drain.in_flight(), "drain deadline passed; ending what is left");
+                        }
+                        () = cancel.cancelled() => {}
+                    }
+                }
+                () = cancel.cancelled() => {}
+            }
+            cancel.cancel();
+            stop.accept.cancel();
+            stop.close.cancel();
+        }
+    });
+    let served = crate::listener::serve_connections(listener, router(shared, opts), limits, stop);
+    tokio::select! {
+        r = served => r,
+        () = async {
+            closed.cancelled().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        } => Ok(()),
+    }
 }

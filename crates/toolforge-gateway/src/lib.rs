@@ -7,6 +7,7 @@
 mod cache_hints;
 pub mod chat;
 pub mod console;
+pub mod drain;
 mod group_annotations;
 pub mod http;
 pub mod listen;
@@ -14,6 +15,7 @@ pub mod listener;
 pub mod mcp;
 mod mcp_guard;
 pub mod mcp_sessions;
+pub mod metrics;
 pub mod mrtr;
 pub mod openapi;
 mod subscriptions;
@@ -21,10 +23,12 @@ mod uri_template;
 pub mod visible;
 
 pub use console::SpendReport;
+pub use drain::Drain;
 pub use http::{HttpOptions, health, router, serve, tool_rows};
 pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};
 pub use mcp_sessions::SessionLimits;
+pub use metrics::Metrics;
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///

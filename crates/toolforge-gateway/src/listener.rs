@@ -49,7 +49,16 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Serves `router` on `listener` until `cancel` fires, then waits for open connections to
+/// When the listener stops: `accept` closes the listening socket (new connections are refused;
+/// open ones go on serving), `close` shuts every open connection down gracefully (a response
+/// being sent finishes first). Cancelling `close` alone does both.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    pub accept: CancellationToken,
+    pub close: CancellationToken,
+}
+
+/// Serves `router` on `listener` until `stop` says so, then waits for open connections to
 /// finish their responses.
 ///
 /// # Errors
@@ -58,8 +67,10 @@ pub async fn serve_connections(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnectionLimits,
-    cancel: CancellationToken,
+    stop: Stop,
 ) -> std::io::Result<()> {
+    let cancel = stop.accept;
+    let close = stop.close;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     // Every connection task holds a receiver; the sender sees them all gone at the end.
     let (open_tx, open_rx) = watch::channel(());
@@ -70,6 +81,7 @@ pub async fn serve_connections(
                 Err(_) => break,
             },
             () = cancel.cancelled() => break,
+            () = close.cancelled() => break,
         };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -80,20 +92,22 @@ pub async fn serve_connections(
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(50)) => {}
                         () = cancel.cancelled() => break,
+                        () = close.cancelled() => break,
                     }
                     continue;
                 }
             },
             () = cancel.cancelled() => break,
+            () = close.cancelled() => break,
         };
         // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
         // kernel holds each later write ~40 ms for the client's delayed ACK.
         let _ = tcp.set_nodelay(true);
         let router = router.clone();
-        let cancel = cancel.clone();
+        let close = close.clone();
         let open = open_rx.clone();
         tokio::spawn(async move {
-            serve_connection(tcp, router, limits, cancel).await;
+            serve_connection(tcp, router, limits, close).await;
             drop(permit);
             drop(open);
         });

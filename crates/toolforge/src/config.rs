@@ -201,15 +201,31 @@ pub async fn launch_pool(
     Ok(pool)
 }
 
-/// Gives the gateway the key that seals `requestState` (`TOOLFORGE_STATE_KEY`, at least 32
-/// bytes, the same on every replica); without it each process seals with a random key of its
-/// own, so a retry must reach the replica that sealed it.
-pub fn apply_state_key(shared: &toolforge_gateway::Shared) -> anyhow::Result<()> {
-    match env("TOOLFORGE_STATE_KEY") {
-        Some(key) => shared
+/// Gives the gateway the key that seals `requestState`, the same on every replica:
+/// `TOOLFORGE_STATE_KEY` (at least 32 bytes) when set; else, with `REDIS_URL`, the key kept in
+/// Redis (generated once, [`crate::state_key`]). Without either (or when Redis does not answer,
+/// with a warning) each process seals with a random key of its own, so a retry must reach the
+/// replica that sealed it.
+pub async fn apply_state_key(shared: &toolforge_gateway::Shared) -> anyhow::Result<()> {
+    if let Some(key) = env("TOOLFORGE_STATE_KEY") {
+        return shared
             .set_state_key(key.as_bytes())
-            .map_err(|e| anyhow::anyhow!("TOOLFORGE_STATE_KEY: {e}")),
-        None => Ok(()),
+            .map_err(|e| anyhow::anyhow!("TOOLFORGE_STATE_KEY: {e}"));
+    }
+    let Some(url) = env("REDIS_URL") else {
+        return Ok(());
+    };
+    match crate::state_key::shared_key(&url).await {
+        Ok(key) => shared
+            .set_state_key(key.as_bytes())
+            .map_err(|e| anyhow::anyhow!("the requestState key in Redis: {e}")),
+        Err(e) => {
+            tracing::warn!(
+                "{e:#}; requestState is sealed with a key of this process (set TOOLFORGE_STATE_KEY \
+                 to share one without Redis)"
+            );
+            Ok(())
+        }
     }
 }
 

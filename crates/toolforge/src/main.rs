@@ -5,6 +5,7 @@ mod agent;
 mod cmd;
 mod config;
 mod embedder;
+mod state_key;
 
 use clap::{Parser, Subcommand};
 

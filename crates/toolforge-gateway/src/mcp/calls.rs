@@ -156,13 +156,21 @@ impl Gateway {
             "alternatives": routed.alternatives,
         });
         let mut rounds = 0;
+        let metrics = crate::metrics::of_request(ctx.extensions.get::<http::request::Parts>());
         loop {
-            let failure = match self
+            let started = std::time::Instant::now();
+            let called = self
                 .shared
                 .pool
                 .call_tool(&id.server, req.clone(), call.clone())
-                .await
-            {
+                .await;
+            if let Some(m) = &metrics {
+                let ok = called
+                    .as_ref()
+                    .is_ok_and(|o| o.result.is_error != Some(true));
+                m.tool_call(&id.server, &id.name, ok, started.elapsed());
+            }
+            let failure = match called {
                 Ok(mut outcome) => {
                     {
                         let mut history = self.history.lock();

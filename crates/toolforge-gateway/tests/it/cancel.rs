@@ -17,7 +17,7 @@ async fn leaving_the_stream_cancels_the_call_in_flight() {
     // The model would ask for the tool twice.
     let model = Arc::new(Scripted::new(2));
     let (agent, dir) = agent(backend.clone(), model.clone()).await;
-    let router = toolforge_gateway::chat::routes(agent.clone(), Arc::default());
+    let router = toolforge_gateway::chat::routes(agent.clone(), Arc::default(), Arc::default());
     let req = Request::post("/chat/stream")
         .header("content-type", "application/json")
         .body(Body::from(r#"{"message": "take your time"}"#))

@@ -35,7 +35,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         visibility,
         args.tool_mode.mode(),
     );
-    crate::config::apply_state_key(&shared)?;
+    crate::config::apply_state_key(&shared).await?;
     shared.set_rules(rules);
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,

@@ -66,6 +66,16 @@ pub struct Args {
     /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    /// Seconds a replica told to stop (SIGTERM, Ctrl-C) waits for requests in flight; it
+    /// answers /health with 503 and, after --drain-grace, accepts no new connections
+    /// meanwhile. A second signal stops at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::http::DEFAULT_DRAIN_TIMEOUT.as_secs())]
+    pub drain_timeout: u64,
+    /// Seconds a draining replica still accepts connections, answering /health with 503, so
+    /// that the load balancer's health checks take it out before it refuses anyone (within
+    /// --drain-timeout).
+    #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::http::DEFAULT_DRAIN_GRACE.as_secs())]
+    pub drain_grace: u64,
     /// Broker rule file (YAML or JSON; default: the configuration's
     /// "toolforge": {"broker": {"rules": FILE}}).
     #[arg(long, value_name = "FILE")]
@@ -95,7 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         visibility,
         args.tool_mode.mode(),
     );
-    crate::config::apply_state_key(&shared)?;
+    crate::config::apply_state_key(&shared).await?;
     shared.set_rules(rules.clone());
     let agent =
         match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
@@ -106,6 +116,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         };
     let cancel = CancellationToken::new();
+    let drain = Arc::new(toolforge_gateway::Drain::new());
     let mut extra_hosts = args.allow_hosts;
     if !args.host.is_loopback() && !args.host.is_unspecified() {
         extra_hosts.push(args.host.to_string());
@@ -131,12 +142,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 super::cost_report::json_report(&path).map_err(|e| format!("{e:#}"))
             }))
         }),
+        metrics: Arc::new(toolforge_gateway::Metrics::new()),
+        drain: drain.clone(),
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        drain_grace: Duration::from_secs(args.drain_grace),
     };
     eprintln!(
-        "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /openapi.json; the console at /ui)"
+        "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /metrics, /openapi.json; the console at /ui)"
     );
     let signal = cancel.clone();
+    let draining = drain.clone();
     tokio::spawn(async move {
+        crate::config::shutdown_signal().await;
+        eprintln!("toolforge: draining (a second signal stops at once)");
+        draining.begin();
         crate::config::shutdown_signal().await;
         signal.cancel();
     });

@@ -92,9 +92,9 @@ async fn a_warm_sqlite_cache_lets_dry_run_plan_without_starting_servers() {
     assert_eq!(starts(dir.path()), 2);
 }
 
-struct Redis {
+pub struct Redis {
     child: std::process::Child,
-    url: String,
+    pub url: String,
 }
 
 impl Drop for Redis {
@@ -104,7 +104,7 @@ impl Drop for Redis {
     }
 }
 
-fn start_redis() -> Redis {
+pub fn start_redis() -> Redis {
     let port = crate::free_port();
     let child = std::process::Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])

@@ -15,6 +15,7 @@ mod inspector;
 mod overlaps;
 mod protocol;
 mod real_servers;
+mod replicas;
 mod retrieval;
 mod sdk_clients;
 mod selection;
@@ -149,6 +150,20 @@ impl Served {
 
     pub fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// The process id of `toolforge serve`.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("toolforge serve is running")
+    }
+
+    /// Waits (at most `within`) for `toolforge serve` to exit; its exit code.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()?
+            .ok()?
+            .code()
     }
 }
 

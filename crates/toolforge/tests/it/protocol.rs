@@ -157,7 +157,7 @@ async fn overlapping_sampling(backend: Value) -> Value {
 
 /// `asking_backend.py` over Streamable HTTP on a free port; its URL, and the child (killed on
 /// drop).
-async fn http_asking_backend() -> (String, tokio::process::Child) {
+pub async fn http_asking_backend() -> (String, tokio::process::Child) {
     let port = free_port();
     let backend = tokio::process::Command::new(tool("venv/bin/python"))
         .arg(root().join("crates/toolforge/tests/python/asking_backend.py"))
