@@ -128,6 +128,7 @@ def main():
     parser.add_argument("--requests", type=int, default=40, help="per case per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--cases", help="comma list of the cases to run (default: all)")
     args = parser.parse_args()
 
     binary = default_binary()
@@ -141,6 +142,8 @@ def main():
         try:
             server.start(timeout=120)
             table = cases(args.tools)
+            if args.cases:
+                table = [c for c in table if c[0] in args.cases.split(",")]
             sessions = {name: Session(server.port, path, headers) for name, path, headers, _ in table}
             times = {name: [] for name, *_ in table}
             counts = {}

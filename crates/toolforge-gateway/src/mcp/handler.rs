@@ -45,12 +45,7 @@ impl ServerHandler for Gateway {
     /// The definition clients see for `name` (rmcp validates a call's `Mcp-Param-*` headers
     /// against its `x-mcp-header` annotations).
     fn get_tool(&self, name: &str) -> Option<McpTool> {
-        let presentation = self.shared.presentation();
-        let index = presentation.tools().iter().position(|e| e.name == name)?;
-        self.shared
-            .tool_list_where(&presentation, &|k, _| k == index)
-            .into_iter()
-            .next()
+        self.shared.listed_tools().get(name).cloned()
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

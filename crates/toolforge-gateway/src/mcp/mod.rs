@@ -111,6 +111,9 @@ pub struct Shared {
     /// Each exposed tool's members as catalog positions, for one presentation: a restricted
     /// `tools/list` then checks positions instead of hashing every member's id.
     member_positions: Mutex<Option<MemberPositions>>,
+    /// Every exposed tool as an MCP definition, built once per catalog: `tools/list`, a
+    /// scoped list and `get_tool` read it instead of rebuilding definitions per request.
+    listed_tools: Mutex<Option<Arc<tool_list::ListedTools>>>,
     pub tool_mode: ToolMode,
     /// Seals the state of calls waiting for the client's input (2026-07-28).
     seal: RwLock<Arc<StateSeal>>,
@@ -169,6 +172,7 @@ impl Shared {
             visibility: Arc::new(visibility),
             prepared: PreparedCache::default(),
             member_positions: Mutex::new(None),
+            listed_tools: Mutex::new(None),
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
             listeners: Arc::new(Listeners::default()),
@@ -258,12 +262,17 @@ impl Shared {
     /// has now. The event task still replaces the kept one and sends `list_changed`.
     #[must_use]
     pub fn presentation(&self) -> Arc<Presentation> {
-        let catalog = self.pool.shared_catalog();
-        let (kept, built_from) = self.presentation.read().clone();
-        if Arc::ptr_eq(&built_from, &catalog) {
-            kept
+        self.presentation_of(&self.pool.shared_catalog())
+    }
+
+    /// The presentation of `catalog`: the kept one when it was built from it.
+    fn presentation_of(&self, catalog: &Arc<toolforge_select::Catalog>) -> Arc<Presentation> {
+        let guard = self.presentation.read();
+        if Arc::ptr_eq(&guard.1, catalog) {
+            guard.0.clone()
         } else {
-            Arc::new(Presentation::new(&catalog, self.namespace))
+            drop(guard);
+            Arc::new(Presentation::new(catalog, self.namespace))
         }
     }
 

@@ -1,6 +1,6 @@
 //! `tools/list` and search mode: the exposed tools a request sees, as MCP definitions.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -67,7 +67,27 @@ impl Shared {
     /// The tools as MCP definitions, in presentation order.
     #[must_use]
     pub fn tool_list(&self) -> Vec<McpTool> {
-        self.visible_tool_list(&|_| true)
+        self.listed_tools().all()
+    }
+
+    /// Every exposed tool of the pool's current catalog as an MCP definition: built once per
+    /// catalog and shared by the requests until the catalog changes.
+    pub(super) fn listed_tools(&self) -> Arc<ListedTools> {
+        let catalog = self.pool.shared_catalog();
+        if let Some(listed) = self.listed_tools.lock().as_ref()
+            && Arc::ptr_eq(&listed.catalog, &catalog)
+        {
+            return listed.clone();
+        }
+        // Built outside the lock: two requests racing here build the same list.
+        let presentation = self.presentation_of(&catalog);
+        let listed = Arc::new(ListedTools::new(
+            catalog,
+            presentation.clone(),
+            self.tool_definitions_where(&presentation, &|_, _| true),
+        ));
+        *self.listed_tools.lock() = Some(listed.clone());
+        listed
     }
 
     /// The tools as MCP definitions, in presentation order, keeping those with a member
@@ -80,11 +100,12 @@ impl Shared {
 
     /// The tools a request's scope shows, as MCP definitions in presentation order.
     pub fn scoped_tool_list(&self, scope: &Scope) -> Vec<McpTool> {
-        let (presentation, catalog) = self.presentation.read().clone();
-        if !Arc::ptr_eq(&catalog, &scope.prepared.catalog) {
-            // The pool's catalog changed and the presentation is not rebuilt yet.
+        let listed = self.listed_tools();
+        if !Arc::ptr_eq(&listed.catalog, &scope.prepared.catalog) {
+            // The pool's catalog changed between the scope and the list.
             return self.visible_tool_list(&|id| scope.allows(id));
         }
+        let presentation = listed.presentation.clone();
         let members = {
             let mut slot = self.member_positions.lock();
             match slot.as_ref() {
@@ -107,9 +128,7 @@ impl Shared {
                 }
             }
         };
-        self.tool_list_where(&presentation, &|k, _| {
-            members[k].iter().any(|&i| scope.shows(i))
-        })
+        listed.filtered(|k| members[k].iter().any(|&i| scope.shows(i)))
     }
 
     /// The exposed tools `keep` accepts (given their index in the presentation), as MCP
@@ -119,17 +138,28 @@ impl Shared {
         presentation: &Presentation,
         keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
     ) -> Vec<McpTool> {
-        let shown: Vec<&toolforge_select::ExposedTool> = presentation
+        self.tool_definitions_where(presentation, keep)
+            .into_iter()
+            .map(|(_, def)| def)
+            .collect()
+    }
+
+    /// [`Shared::tool_list_where`], each definition with its index in the presentation.
+    fn tool_definitions_where(
+        &self,
+        presentation: &Presentation,
+        keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
+    ) -> Vec<(usize, McpTool)> {
+        let shown: Vec<(usize, &toolforge_select::ExposedTool)> = presentation
             .tools()
             .iter()
             .enumerate()
             .filter(|(k, exposed)| keep(*k, exposed))
-            .map(|(_, exposed)| exposed)
             .collect();
         // A tool with one member is re-exposed with its server's own definition.
         let singles: Vec<&ToolId> = shown
             .iter()
-            .filter_map(|e| match e.members.as_slice() {
+            .filter_map(|(_, e)| match e.members.as_slice() {
                 [only] => Some(only),
                 _ => None,
             })
@@ -137,12 +167,14 @@ impl Shared {
         let mut definitions = self.pool.tool_definitions(&singles).into_iter();
         shown
             .into_iter()
-            .filter_map(|exposed| {
+            .filter_map(|(k, exposed)| {
                 if exposed.members.len() == 1
                     && let Some(mut def) = definitions.next().flatten()
                 {
-                    def.name = exposed.name.clone().into();
-                    return Some(def);
+                    if def.name != exposed.name {
+                        def.name = exposed.name.clone().into();
+                    }
+                    return Some((k, def));
                 }
                 let mut def = json!({
                     "name": exposed.name,
@@ -154,9 +186,58 @@ impl Shared {
                 if let Some(a) = annotations {
                     def["annotations"] = a;
                 }
-                serde_json::from_value(def).ok()
+                Some((k, serde_json::from_value(def).ok()?))
             })
             .collect()
+    }
+}
+
+/// Every exposed tool of one catalog as an MCP definition, in presentation order, with a
+/// name index (built once per catalog; see [`Shared::listed_tools`]).
+pub(super) struct ListedTools {
+    catalog: Arc<toolforge_select::Catalog>,
+    presentation: Arc<Presentation>,
+    /// Each definition with its exposed tool's index in `presentation`.
+    tools: Vec<(usize, McpTool)>,
+    by_name: HashMap<String, usize>,
+}
+
+impl ListedTools {
+    fn new(
+        catalog: Arc<toolforge_select::Catalog>,
+        presentation: Arc<Presentation>,
+        tools: Vec<(usize, McpTool)>,
+    ) -> Self {
+        let by_name = tools
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| (t.name.to_string(), i))
+            .collect();
+        Self {
+            catalog,
+            presentation,
+            tools,
+            by_name,
+        }
+    }
+
+    /// Every definition.
+    pub(super) fn all(&self) -> Vec<McpTool> {
+        self.tools.iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// The definitions whose exposed tool (by its index in the presentation) `keep` accepts.
+    fn filtered(&self, keep: impl Fn(usize) -> bool) -> Vec<McpTool> {
+        self.tools
+            .iter()
+            .filter(|(k, _)| keep(*k))
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+
+    /// The definition of the tool exposed as `name`.
+    pub(super) fn get(&self, name: &str) -> Option<&McpTool> {
+        self.by_name.get(name).map(|&i| &self.tools[i].1)
     }
 }
 
