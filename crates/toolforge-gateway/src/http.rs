@@ -56,6 +56,8 @@ pub struct HttpOptions {
     pub identity: Option<Arc<crate::identity::Identity>>,
     /// The daily spend the console's "Spend and cache" page shows (absent: it says so).
     pub spend: Option<crate::console::SpendReport>,
+    /// Principals that may approve quarantined tools from the console (none by default).
+    pub console_admins: Vec<String>,
     /// The counters `GET /metrics` shows.
     pub metrics: Arc<Metrics>,
     /// Begun (on SIGTERM, by the binary): stop accepting, `/health` 503, finish what is in
@@ -80,6 +82,7 @@ impl Default for HttpOptions {
             agent: None,
             identity: None,
             spend: None,
+            console_admins: Vec::new(),
             metrics: Arc::new(Metrics::new()),
             drain: Arc::new(Drain::new()),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
@@ -471,6 +474,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         opts.agent.clone(),
         opts.spend.clone(),
         opts.cancel.clone(),
+        &opts.console_admins,
     ));
     let mcp_guard = Arc::new(McpGuard::new(
         opts.max_body_bytes,

@@ -179,6 +179,66 @@ impl PinStore {
     }
 }
 
+impl PinStore {
+    /// The tools in quarantine (optionally of one server name, or one tool of it), each with
+    /// what changed field by field since its last approval: `[{"server", "tool", "reason",
+    /// "first_seen", "changes": [{"field", "before", "after"}]}]`. What `toolforge tools diff`
+    /// prints and the console shows.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub fn quarantine_report(
+        &self,
+        server: Option<&str>,
+        tool: Option<&str>,
+    ) -> Result<Vec<Value>, CacheError> {
+        let empty = serde_json::json!({});
+        Ok(self
+            .rows(None)?
+            .iter()
+            .filter(|r| {
+                r.pending.is_some()
+                    && server.is_none_or(|s| r.server_name() == s)
+                    && tool.is_none_or(|t| r.tool == t)
+            })
+            .map(|r| {
+                let before = r.approved.as_ref().unwrap_or(&empty);
+                let after = r.pending.as_ref().unwrap_or(&empty);
+                let changes: Vec<Value> = toolforge_guard::diff(before, after)
+                    .into_iter()
+                    .map(|c| serde_json::json!({"field": c.path, "before": c.before, "after": c.after}))
+                    .collect();
+                serde_json::json!({
+                    "server": r.server_name(),
+                    "tool": r.tool,
+                    "reason": r.reason,
+                    "first_seen": r.approved.is_none(),
+                    "changes": changes,
+                })
+            })
+            .collect())
+    }
+
+    /// Approves `tool` of every configuration of the server named `server` that holds it in
+    /// quarantine. False when none does.
+    ///
+    /// # Errors
+    /// The store cannot be read or written.
+    pub fn approve_by_name(&self, server: &str, tool: &str) -> Result<bool, CacheError> {
+        let keys: Vec<String> = self
+            .rows(None)?
+            .into_iter()
+            .filter(|r| r.server_name() == server && r.tool == tool && r.pending.is_some())
+            .map(|r| r.server)
+            .collect();
+        let mut approved = false;
+        for key in &keys {
+            approved |= self.approve(key, tool)?;
+        }
+        Ok(approved)
+    }
+}
+
 impl PinRow {
     /// The server's name (its key without the fingerprint).
     #[must_use]

@@ -331,6 +331,12 @@ impl Pool {
         status
     }
 
+    /// Where this pool keeps its tool pins (the catalog cache's SQLite file, else memory).
+    #[must_use]
+    pub fn pin_store(&self) -> &crate::PinStore {
+        self.pinning.store()
+    }
+
     /// Tools held in quarantine, as `/health` shows them: `[{"server", "tool", "reason"}]`.
     #[must_use]
     pub fn quarantined(&self) -> Vec<serde_json::Value> {

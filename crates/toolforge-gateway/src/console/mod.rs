@@ -9,6 +9,7 @@
 
 mod api;
 mod assets;
+mod governance;
 mod live;
 
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub(crate) struct Console {
     live_streams: Arc<live::Streams>,
     /// Ends the live streams on shutdown.
     cancel: CancellationToken,
+    /// Principals that may approve quarantined tools (none: the console is read-only).
+    admins: Arc<[String]>,
 }
 
 /// Spend reports read at once; more get 503.
@@ -64,6 +67,7 @@ pub(crate) fn routes(
     agent: Option<Arc<toolforge_agent::Agent>>,
     spend: Option<SpendReport>,
     cancel: CancellationToken,
+    admins: &[String],
 ) -> axum::Router {
     let console = Console {
         shared,
@@ -72,6 +76,7 @@ pub(crate) fn routes(
         spend_readers: Arc::new(tokio::sync::Semaphore::new(MAX_SPEND_READERS)),
         live_streams: Arc::new(live::Streams::default()),
         cancel,
+        admins: admins.into(),
     };
     axum::Router::new()
         .route("/ui", get(index))
@@ -82,6 +87,11 @@ pub(crate) fn routes(
         .route("/ui/api/route", get(api::route))
         .route("/ui/api/spend", get(api::spend))
         .route("/ui/api/trace/stream", get(live::stream))
+        .route("/ui/api/governance", get(governance::quarantine))
+        .route(
+            "/ui/api/governance/approve",
+            axum::routing::post(governance::approve),
+        )
         .route("/ui/{*rest}", get(unknown))
         .with_state(console)
         .layer(axum::middleware::from_fn(secure_headers))

@@ -76,6 +76,10 @@ pub struct Args {
     /// --drain-timeout).
     #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::http::DEFAULT_DRAIN_GRACE.as_secs())]
     pub drain_grace: u64,
+    /// A principal that may approve quarantined tools from the console at /ui (repeatable;
+    /// `anonymous` when no identity is configured). Without it the console is read-only.
+    #[arg(long = "console-admin", value_name = "PRINCIPAL")]
+    pub console_admins: Vec<String>,
     /// Broker rule file (YAML or JSON; default: the configuration's
     /// "toolforge": {"broker": {"rules": FILE}}).
     #[arg(long, value_name = "FILE")]
@@ -156,6 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         drain: drain.clone(),
         drain_timeout: Duration::from_secs(args.drain_timeout),
         drain_grace: Duration::from_secs(args.drain_grace),
+        console_admins: args.console_admins.clone(),
     };
     eprintln!(
         "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /metrics, /openapi.json; the console at /ui)"

@@ -1,11 +1,54 @@
-// GOVERNANCE: reserved for the governance work (quarantined tools with their diff, approve for
-// an admin principal). That work adds its API under /ui/api/governance and renders here; until
-// it lands, this page only says so. The console stays read-only without it.
-import { note } from "./dom.js";
+// Governance: the tools held in quarantine (a definition changed since it was pinned, a rename,
+// or poisoning markers), each with what changed field by field, and approval for an admin
+// principal (the operator names admins with `serve --console-admin`; nobody is by default).
+import { getJSON, h, note, section, table } from "./dom.js";
+
+function shown(value) {
+  return value === undefined || value === null ? "(absent)" : JSON.stringify(value);
+}
+
+async function approve(server, tool, status) {
+  status.hidden = false;
+  status.textContent = `approving ${server}/${tool}…`;
+  const response = await fetch("/ui/api/governance/approve", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ server, tool }),
+  });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // the status says enough
+  }
+  status.textContent = response.ok
+    ? `approved ${server}/${tool}: the gateway offers it again within seconds`
+    : (body && body.error && body.error.message) || `the gateway answered ${response.status}`;
+}
 
 export async function render(root) {
-  root.append(
-    note("Quarantined tools, with what changed in their definitions, and approval by an admin "
-      + "will appear here once tool governance is part of this gateway."),
-  );
+  const data = await getJSON("/ui/api/governance");
+  const held = data.quarantined || [];
+  const status = h("p", { class: "note info", role: "status", "aria-live": "polite", hidden: true });
+  root.append(section("Quarantined tools",
+    note(held.length === 0
+      ? "No tool is quarantined: every tool's definition matches its pin."
+      : `${held.length} tool(s) held back: neither listed nor callable until approved.`),
+    note(data.can_approve
+      ? `You (${data.principal}) may approve.`
+      : `Read-only for ${data.principal}: approve with "toolforge tools approve server/tool", `
+        + "or ask the operator to name you with \"serve --console-admin\"."),
+    status,
+    held.map((q) => h("article", { class: "quarantined", "data-tool": `${q.server}/${q.tool}` },
+      h("h3", {}, `${q.server}/${q.tool}`),
+      note(`why: ${q.reason || "changed"}${q.first_seen ? " (never approved: every field is new)" : ""}`),
+      table(["field", "before", "after"], (q.changes || []).map((c) => [
+        h("code", {}, c.field), h("code", {}, shown(c.before)), h("code", {}, shown(c.after)),
+      ])),
+      data.can_approve
+        ? h("button", { type: "button", onclick: () => approve(q.server, q.tool, status) }, "Approve")
+        : null,
+    )),
+  ));
 }

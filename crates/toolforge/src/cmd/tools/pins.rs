@@ -7,8 +7,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use serde_json::{Value, json};
-use toolforge_mcp::{PinRow, PinStore};
+use serde_json::Value;
+use toolforge_mcp::PinStore;
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -52,34 +52,7 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let (s, t) = split(t);
         (Some(s), t)
     });
-    let rows: Vec<PinRow> = store
-        .rows(None)?
-        .into_iter()
-        .filter(|r| {
-            r.pending.is_some()
-                && server.is_none_or(|s| r.server_name() == s)
-                && tool.is_none_or(|t| r.tool == t)
-        })
-        .collect();
-    let empty = json!({});
-    let report: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let before = r.approved.as_ref().unwrap_or(&empty);
-            let after = r.pending.as_ref().unwrap_or(&empty);
-            let changes: Vec<Value> = toolforge_guard::diff(before, after)
-                .into_iter()
-                .map(|c| json!({"field": c.path, "before": c.before, "after": c.after}))
-                .collect();
-            json!({
-                "server": r.server_name(),
-                "tool": r.tool,
-                "reason": r.reason,
-                "first_seen": r.approved.is_none(),
-                "changes": changes,
-            })
-        })
-        .collect();
+    let report = store.quarantine_report(server, tool)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
@@ -121,17 +94,7 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let store = store().await?;
-    // Every configuration of a server with this name that holds the tool.
-    let keys: Vec<String> = store
-        .rows(None)?
-        .into_iter()
-        .filter(|r| r.server_name() == server && r.tool == tool && r.pending.is_some())
-        .map(|r| r.server)
-        .collect();
-    let mut approved = false;
-    for key in &keys {
-        approved |= store.approve(key, tool)?;
-    }
+    let approved = store.approve_by_name(server, tool)?;
     if approved {
         println!(
             "Approved {server}/{tool}: its current definition is now pinned. A running gateway \

@@ -1,0 +1,105 @@
+//! The console's governance page: the tools in quarantine with what changed in their
+//! definitions (what `toolforge tools diff` prints), and approval by an admin principal (what
+//! `toolforge tools approve` does). Who is an admin is the operator's choice
+//! (`serve --console-admin PRINCIPAL`); nobody is by default, so the console stays read-only.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{Extensions, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::Console;
+use crate::http::ApiError;
+
+/// Longest server or tool name an approval may carry, in characters.
+const MAX_NAME_CHARS: usize = 256;
+
+fn may_approve(console: &Console, extensions: &Extensions) -> (String, bool) {
+    let principal = crate::identity::principal_of(extensions).to_string();
+    let admin = console.admins.contains(&principal);
+    (principal, admin)
+}
+
+fn store_error(e: &impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the tool pins cannot be read: {e}"),
+    )
+}
+
+/// `GET /ui/api/governance`: the quarantined tools with their field-level changes, and whether
+/// this request's principal may approve them.
+pub(super) async fn quarantine(
+    State(console): State<Console>,
+    extensions: Extensions,
+) -> Result<Json<Value>, ApiError> {
+    let report = console
+        .shared
+        .pool
+        .pin_store()
+        .quarantine_report(None, None)
+        .map_err(|e| store_error(&e))?;
+    let (principal, admin) = may_approve(&console, &extensions);
+    Ok(Json(json!({
+        "quarantined": report,
+        "principal": principal,
+        "can_approve": admin,
+    })))
+}
+
+/// The body of `POST /ui/api/governance/approve`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Approval {
+    server: String,
+    tool: String,
+}
+
+/// `POST /ui/api/governance/approve`: accepts a quarantined tool's current definition, for an
+/// admin principal only (403 otherwise). The pool offers the tool again within seconds.
+pub(super) async fn approve(
+    State(console): State<Console>,
+    extensions: Extensions,
+    body: Result<Json<Approval>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let (principal, admin) = may_approve(&console, &extensions);
+    if !admin {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "\"{principal}\" may not approve tools from the console; the operator names \
+                 admins with `serve --console-admin PRINCIPAL`, or approves with `toolforge tools \
+                 approve server/tool`"
+            ),
+        ));
+    }
+    let Json(Approval { server, tool }) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("the body must be {{\"server\": \"...\", \"tool\": \"...\"}}: {e}"),
+        )
+    })?;
+    if server.chars().count() > MAX_NAME_CHARS || tool.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("server and tool names are at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    let approved = console
+        .shared
+        .pool
+        .pin_store()
+        .approve_by_name(&server, &tool)
+        .map_err(|e| store_error(&e))?;
+    if !approved {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("{server}/{tool} is not quarantined (nothing to approve)"),
+        ));
+    }
+    tracing::info!(%principal, %server, %tool, "a quarantined tool was approved from the console");
+    Ok(Json(
+        json!({"approved": {"server": server, "tool": tool}, "by": principal}),
+    ))
+}
