@@ -149,3 +149,41 @@ fn jwks_settings_are_required() {
         .unwrap_err();
     assert!(err.to_string().contains("only RSA"), "{err}");
 }
+
+/// A 2048-bit RSA key made for this test only (PKCS#1 DER), and its modulus for the JWKS.
+const RS256_KEY: &[u8] = include_bytes!("test_rs256_key.der");
+const RS256_MODULUS: &str = "1Kq6Wdqwc0v_t_Mqwd3CGdn1BZRwahlNSZ_gIvSvMOqOAi4TxgIGMAcH-Z9J1zGt8JmlzhlrzZ9butwKONzmNvkOtvWFkxsELmzIIJPxl_NsUW-NcKuev4nPkaLXmmjxNHh6AvWh8NCgEGhxmYr_MMgNbxSYk26w_d56xukiZ6bxDTHUZW4yd-FXiQeSglAJq8QZJi-dxpPmCzVE8o09Q8qvL2Ai4v2UvlTCNbZrp15_c8xzIhUyJmWdPKqU8E1C14nEO1Tpw-r2ABQ9Cu4Lg2evgzNGfoRlge5QWrkWY9x79vaP_a1h7B5MI-5__66JY1jYYXANxGyjkgejZ3zAGw";
+
+#[test]
+fn rs256_tokens_are_checked_like_es256_ones() {
+    let jwks = json!({"keys": [{
+        "kty": "RSA", "kid": "r1", "use": "sig", "alg": "RS256", "n": RS256_MODULUS, "e": "AQAB",
+    }]})
+    .to_string();
+    let id = Identity::default()
+        .with_jwks(&jwks, "https://idp.example", "toolforge")
+        .unwrap();
+    let key = EncodingKey::from_rsa_der(RS256_KEY);
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("r1".to_owned());
+    let sign = |claims: &serde_json::Value| jsonwebtoken::encode(&header, claims, &key).unwrap();
+    let good =
+        json!({"sub": "bob", "iss": "https://idp.example", "aud": "toolforge", "exp": now() + 600});
+    assert_eq!(
+        id.authenticate(&bearer(&sign(&good))).unwrap(),
+        Principal::new("bob")
+    );
+    let expired = json!({"sub": "bob", "iss": "https://idp.example", "aud": "toolforge", "exp": now() - 3600});
+    let err = id.authenticate(&bearer(&sign(&expired))).unwrap_err();
+    assert!(err.to_string().contains("expired"), "{err}");
+    // Another principal's claims under this token's signature: the signature no longer holds.
+    let token = sign(&good);
+    let mut parts: Vec<&str> = token.split('.').collect();
+    let forged = URL_SAFE_NO_PAD.encode(
+        json!({"sub": "mallory", "iss": "https://idp.example", "aud": "toolforge", "exp": now() + 600})
+            .to_string(),
+    );
+    parts[1] = &forged;
+    let err = id.authenticate(&bearer(&parts.join("."))).unwrap_err();
+    assert!(err.to_string().contains("signature"), "{err}");
+}
