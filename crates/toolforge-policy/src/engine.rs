@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use cedar_policy::{
     ActionConstraint, Authorizer, Context, Entities, Entity, EntityId, EntityTypeName, EntityUid,
@@ -24,6 +25,9 @@ use serde_json::Value;
 
 use crate::error::PolicyError;
 use crate::request::{Action, Request, Target};
+
+/// Most (principal, target) entity sets kept built; past it the cache starts over.
+const MAX_CACHED_ENTITIES: usize = 4096;
 
 /// Arguments nested deeper than this are left out of `context.arguments` (a hostile call
 /// cannot make the conversion recurse without bound).
@@ -93,6 +97,10 @@ pub struct Policies {
     prompt: EntityTypeName,
     actions: [EntityUid; 5],
     ids: Vec<String>,
+    /// The entities of a (principal, target) pair, built once: a decision then only builds its
+    /// context and asks the authorizer. Keyed by everything the entities hold, so a changed
+    /// tag or annotation is a new key, never a stale entity.
+    entities: Mutex<HashMap<String, Arc<Entities>>>,
 }
 
 impl std::fmt::Debug for Policies {
@@ -196,6 +204,7 @@ impl Policies {
         Ok(Self {
             set,
             authorizer: Authorizer::new(),
+            entities: Mutex::new(HashMap::new()),
             user,
             action,
             tool,
@@ -235,17 +244,7 @@ impl Policies {
             .unwrap_or(0);
         let action = self.actions[action_index].clone();
         debug_assert_eq!(*action.type_name(), self.action);
-        let (uid, attrs) = self.target(&request.target);
-        let resource =
-            Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?;
-        let entities = Entities::from_entities(
-            [
-                Entity::new_no_attrs(principal.clone(), HashSet::new()),
-                resource,
-            ],
-            None,
-        )
-        .map_err(|e| e.to_string())?;
+        let (uid, entities) = self.entities_of(request, &principal)?;
         let arguments = match request.arguments {
             Some(value) => to_cedar(value, 0).unwrap_or_else(empty_record),
             None => empty_record(),
@@ -263,6 +262,59 @@ impl Policies {
             policies: diagnostics.reason().map(ToString::to_string).collect(),
             errors: diagnostics.errors().map(ToString::to_string).collect(),
         })
+    }
+
+    /// The target's uid, and the principal's and target's entities (built once per pair).
+    fn entities_of(
+        &self,
+        request: &Request<'_>,
+        principal: &EntityUid,
+    ) -> Result<(EntityUid, Arc<Entities>), String> {
+        let key = cache_key(request);
+        if let Some(entities) = self
+            .entities
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(&key).cloned())
+        {
+            return Ok((self.target_uid(&request.target), entities));
+        }
+        let (uid, attrs) = self.target(&request.target);
+        let resource =
+            Entity::new(uid.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?;
+        let entities = Arc::new(
+            Entities::from_entities(
+                [
+                    Entity::new_no_attrs(principal.clone(), HashSet::new()),
+                    resource,
+                ],
+                None,
+            )
+            .map_err(|e| e.to_string())?,
+        );
+        if let Ok(mut cache) = self.entities.lock() {
+            if cache.len() >= MAX_CACHED_ENTITIES {
+                cache.clear();
+            }
+            cache.insert(key, entities.clone());
+        }
+        Ok((uid, entities))
+    }
+
+    fn target_uid(&self, target: &Target<'_>) -> EntityUid {
+        match target {
+            Target::Tool(tool) => EntityUid::from_type_name_and_id(
+                self.tool.clone(),
+                EntityId::new(format!("{}/{}", tool.server, tool.name)),
+            ),
+            Target::Resource { uri, .. } => {
+                EntityUid::from_type_name_and_id(self.resource.clone(), EntityId::new(uri))
+            }
+            Target::Prompt { server, name } => EntityUid::from_type_name_and_id(
+                self.prompt.clone(),
+                EntityId::new(format!("{server}/{name}")),
+            ),
+        }
     }
 
     fn target(&self, target: &Target<'_>) -> (EntityUid, HashMap<String, RestrictedExpression>) {
@@ -322,6 +374,47 @@ impl Policies {
             }
         }
     }
+}
+
+/// Everything the entities of `request` hold, as one string (fields separated by a byte no
+/// name or tag contains).
+fn cache_key(request: &Request<'_>) -> String {
+    let mut key = String::with_capacity(96);
+    key.push_str(request.principal);
+    key.push('\u{1}');
+    match &request.target {
+        Target::Tool(tool) => {
+            let a = tool.annotations;
+            key.push('t');
+            for part in [tool.server, tool.name] {
+                key.push('\u{1}');
+                key.push_str(part);
+            }
+            for tag in tool.tags {
+                key.push('\u{2}');
+                key.push_str(tag);
+            }
+            key.push('\u{1}');
+            for flag in [a.read_only, a.destructive, a.idempotent, a.open_world] {
+                key.push(if flag { '1' } else { '0' });
+            }
+        }
+        Target::Resource { server, uri } => {
+            key.push('r');
+            for part in [*server, *uri] {
+                key.push('\u{1}');
+                key.push_str(part);
+            }
+        }
+        Target::Prompt { server, name } => {
+            key.push('p');
+            for part in [*server, *name] {
+                key.push('\u{1}');
+                key.push_str(part);
+            }
+        }
+    }
+    key
 }
 
 fn empty_record() -> RestrictedExpression {

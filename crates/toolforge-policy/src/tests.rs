@@ -333,3 +333,46 @@ fn the_worked_policy_of_the_docs_loads_and_decides_as_they_say() {
         (false, "no-destructive".to_owned())
     );
 }
+
+#[test]
+fn a_tool_whose_definition_changed_is_decided_afresh_not_from_the_cache() {
+    let p = Policies::parse(POLICY).unwrap();
+    let none: [String; 0] = [];
+    let safe = ["safe".to_owned()];
+    let destructive = Annotations {
+        destructive: true,
+        ..READ_ONLY
+    };
+    let call = |principal: &str, tags: &[String], annotations: Annotations| {
+        decide(
+            &p,
+            principal,
+            Action::Call,
+            tool("fs", "wipe", tags, annotations),
+            None,
+        )
+    };
+    // The same principal and tool name, asked again after each change of the definition.
+    for _ in 0..2 {
+        assert_eq!(
+            call("bob", &none, READ_ONLY),
+            (true, "read-only-for-all".to_owned())
+        );
+        assert_eq!(
+            call("bob", &none, destructive),
+            (false, "no-destructive".to_owned())
+        );
+        assert_eq!(
+            call("bob", &safe, destructive),
+            (true, "read-only-for-all".to_owned())
+        );
+        assert_eq!(
+            call("carol", &none, SAFE_WRITE),
+            (false, "default-deny".to_owned())
+        );
+        assert_eq!(
+            call("alice", &none, SAFE_WRITE),
+            (true, "alice-calls".to_owned())
+        );
+    }
+}
