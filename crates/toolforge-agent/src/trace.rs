@@ -112,26 +112,9 @@ pub fn timestamp_now() -> String {
     now.format(&fmt).unwrap_or_default()
 }
 
-/// `value` as canonical JSON: object keys sorted at every level, no whitespace.
-#[must_use]
-pub fn canonical_json(value: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
-}
+/// `value` as canonical JSON (object keys sorted at every level, no whitespace): the same
+/// form tool pins are hashed in.
+pub use toolforge_guard::canonical_json;
 
 /// First 16 hex digits of SHA-256 over the canonical JSON of `arguments`.
 #[must_use]
