@@ -1,0 +1,354 @@
+//! One model turn's tool calls: each is routed (the selector's rules, then its arguments against
+//! the schema), admitted (policy, then limits; a refused call never reaches its server), run
+//! concurrently with the others (or only planned, in a dry run), and recorded as a `Step`, a
+//! trace record and the tool result the model reads next.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use toolforge_llm::{Content, ModelResponse};
+use toolforge_select::{Call, Catalog, Presentation, Resolved, Selection, ToolId};
+
+use super::offer::Prepared;
+use super::result::{raw_result, short};
+use super::{Agent, RunRequest, RunState, Step};
+use crate::backend::{ToolFailure, ToolOutput};
+use crate::governance::Refusal;
+
+/// A call the model asked for, after routing.
+enum Planned {
+    Unknown,
+    Invalid {
+        id: ToolId,
+        rule: String,
+        alternatives: Vec<String>,
+        message: String,
+    },
+    Run {
+        id: ToolId,
+        rule: String,
+        alternatives: Vec<String>,
+    },
+}
+
+/// What became of an admitted call: `None` when it was not run (refused, or a dry run).
+type Outcome = Option<Result<ToolOutput, ToolFailure>>;
+
+/// Policy's verdict on a call (`Ok(None)`: nothing to decide, the call is not run).
+type Admission = Result<Option<toolforge_policy::Decision>, Refusal>;
+
+impl Agent {
+    /// Routes, admits and runs the tool uses of one model turn (`step`, its `response` and
+    /// what it cost), records every one, and returns the tool results for the next message,
+    /// in the order the model asked.
+    pub(super) async fn call_tools(
+        &self,
+        request: &RunRequest,
+        prepared: &Prepared,
+        state: &mut RunState,
+        step: u32,
+        response: &ModelResponse,
+        cost: f64,
+    ) -> Vec<Content> {
+        let uses: Vec<(String, String, Value)> = response
+            .tool_uses()
+            .into_iter()
+            .map(|(id, name, input)| (id.to_owned(), name.to_owned(), input.clone()))
+            .collect();
+        // Route every call (in order), then run them concurrently.
+        let n = uses.len();
+        let planned: Vec<Planned> = uses
+            .iter()
+            .map(|(_, name, input)| {
+                route(
+                    &prepared.presentation,
+                    &prepared.selection,
+                    prepared.prompt_vector.as_deref(),
+                    &request.message,
+                    &state.history,
+                    name,
+                    input,
+                )
+            })
+            .collect();
+        let futures = uses.iter().zip(&planned).map(|((_, _, input), plan)| {
+            self.admit_and_run(request, &prepared.subset, plan, input)
+        });
+        let outcomes = futures::future::join_all(futures).await;
+
+        let mut results = Vec::with_capacity(n);
+        for (i, (((use_id, name, input), plan), (outcome, latency_ms, admission))) in
+            uses.iter().zip(planned).zip(outcomes).enumerate()
+        {
+            let mut record = Step {
+                step,
+                tool: name.clone(),
+                server: None,
+                server_tool: None,
+                arguments: input.clone(),
+                selection_rule: None,
+                alternatives: Vec::new(),
+                executed: false,
+                dry_run: request.dry_run,
+                success: false,
+                error: None,
+                corrective_retry: state.rejected_once.contains(name),
+                latency_ms,
+                attempts: 0,
+                retry_reason: None,
+                tokens_in: split_even(response.usage.total_input(), n, i),
+                tokens_out: split_even(response.usage.output_tokens, n, i),
+                cost_usd: cost / n as f64,
+                result_summary: String::new(),
+                raw_result: Value::Null,
+                policy: None,
+            };
+            match &admission {
+                Ok(Some(decision)) if self.governance.has_policy() => {
+                    record.policy = Some(decision.deciding());
+                }
+                Err(Refusal::Denied { policy, .. }) => {
+                    record.policy = Some(policy.clone());
+                }
+                _ => {}
+            }
+            let (content, is_error) = self
+                .settle(prepared, state, &mut record, plan, admission, outcome)
+                .await;
+            record.result_summary = short(&content, 200);
+            if record.raw_result.is_null() {
+                record.raw_result = json!({"text": content});
+            }
+            if !self
+                .trace(self.tool_call_record(&state.session_id, &request.principal, &record))
+                .await
+            {
+                state.trace_failed = true;
+            }
+            state.send(super::RunEvent::ToolResult(Box::new(record.clone())));
+            state.result.steps.push(record);
+            results.push(Content::ToolResult {
+                tool_use_id: use_id.clone(),
+                content,
+                is_error,
+            });
+        }
+        results
+    }
+
+    /// Admits one routed call and runs it (not in a dry run): its outcome, its latency in ms
+    /// and the admission.
+    async fn admit_and_run(
+        &self,
+        request: &RunRequest,
+        subset: &Catalog,
+        plan: &Planned,
+        input: &Value,
+    ) -> (Outcome, f64, Admission) {
+        let started = Instant::now();
+        let principal = &request.principal;
+        // Policy, then limits: a refused call never reaches its server.
+        let admission = match plan {
+            Planned::Run { id, .. } => match subset.get(id) {
+                Some(tool) if request.dry_run => {
+                    let d = self.governance.decide(
+                        principal,
+                        toolforge_policy::Action::Call,
+                        toolforge_policy::Target::Tool(crate::governance::tool_ref(tool)),
+                        Some(input),
+                    );
+                    if d.allowed {
+                        Ok(Some(d))
+                    } else {
+                        Err(Refusal::Denied {
+                            policy: d.deciding(),
+                            message: d.denial(toolforge_policy::Action::Call, &id.to_string()),
+                        })
+                    }
+                }
+                Some(tool) => self
+                    .governance
+                    .admit_call(principal, tool, input)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            },
+            _ => Ok(None),
+        };
+        let outcome = match (plan, &admission) {
+            (Planned::Run { id, .. }, Ok(_)) if !request.dry_run => {
+                let args = match input {
+                    Value::Object(m) => m.clone(),
+                    _ => Map::new(),
+                };
+                let cancel: Option<CancellationToken> = request.cancel.clone();
+                Some(self.backend.call(&id.server, &id.name, args, cancel).await)
+            }
+            _ => None,
+        };
+        (outcome, started.elapsed().as_secs_f64() * 1000.0, admission)
+    }
+
+    /// Fills `record` from what became of the call and returns the tool result the model reads
+    /// (and whether it is an error). Executed calls feed session recency (dry runs never do).
+    async fn settle(
+        &self,
+        prepared: &Prepared,
+        state: &mut RunState,
+        record: &mut Step,
+        plan: Planned,
+        admission: Admission,
+        outcome: Outcome,
+    ) -> (String, bool) {
+        let name = record.tool.clone();
+        match plan {
+            Planned::Unknown => {
+                let known: Vec<&str> = prepared.specs.iter().map(|s| s.name.as_str()).collect();
+                let msg = format!("unknown tool \"{name}\"");
+                record.error = Some(msg.clone());
+                (
+                    format!("Error: {msg}. The tools offered are: {}.", known.join(", ")),
+                    true,
+                )
+            }
+            Planned::Invalid {
+                id,
+                rule,
+                alternatives,
+                message,
+            } => {
+                record.server = Some(id.server.clone());
+                record.server_tool = Some(id.name.clone());
+                record.selection_rule = Some(rule);
+                record.alternatives = alternatives;
+                record.error = Some(message.clone());
+                let schema = prepared
+                    .subset
+                    .get(&id)
+                    .map(|t| t.input_schema.to_string())
+                    .unwrap_or_default();
+                let text = if state.rejected_once.insert(name.clone()) {
+                    format!(
+                        "Error: the arguments do not match the input schema of \"{name}\" ({message}). Its schema is {schema}. Call it again with arguments that match."
+                    )
+                } else {
+                    format!(
+                        "Error: the arguments still do not match the input schema of \"{name}\" ({message}); the call was not made."
+                    )
+                };
+                (text, true)
+            }
+            Planned::Run {
+                id,
+                rule,
+                alternatives,
+            } => {
+                record.server = Some(id.server.clone());
+                record.server_tool = Some(id.name.clone());
+                record.selection_rule = Some(rule);
+                record.alternatives = alternatives;
+                if let Err(refusal) = admission {
+                    let message = refusal.message().to_owned();
+                    record.error = Some(message.clone());
+                    record.raw_result = match &refusal {
+                        Refusal::Limited { retry_after_ms, .. } => {
+                            json!({"error": message, "retryAfterMs": retry_after_ms})
+                        }
+                        Refusal::Denied { policy, .. } => {
+                            json!({"error": message, "policy": policy})
+                        }
+                    };
+                    return (format!("Error: {message}"), true);
+                }
+                match outcome {
+                    None => {
+                        record.success = true;
+                        let synthetic = json!({
+                            "dry_run": true,
+                            "executed": false,
+                            "server": id.server,
+                            "tool": id.name,
+                            "note": "Dry run: this call was planned but not executed. Continue the plan as if it had succeeded, without inventing its result.",
+                        });
+                        record.raw_result = synthetic.clone();
+                        (synthetic.to_string(), false)
+                    }
+                    Some(Ok(out)) => {
+                        record.executed = true;
+                        record.success = !out.is_error;
+                        if out.is_error {
+                            record.error = Some(short(&out.text, 500));
+                        }
+                        record.raw_result = raw_result(&out);
+                        state.history.push(id.clone());
+                        self.sessions.push(&state.session_id, id.clone()).await;
+                        let text = match &out.structured {
+                            Some(v) if out.text.trim().is_empty() => v.to_string(),
+                            _ => out.text.clone(),
+                        };
+                        record.attempts = out.attempts;
+                        record.retry_reason = out.retry_reason.clone();
+                        (text, out.is_error)
+                    }
+                    Some(Err(failure)) => {
+                        record.executed = true;
+                        record.error = Some(failure.error.clone());
+                        record.attempts = failure.attempts;
+                        record.retry_reason = failure.retry_reason.clone();
+                        (format!("Error: {}", failure.error), true)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Routes one call: its overlap group's member by the selector's rules (a lone tool is
+/// `single-candidate`), then its arguments against that member's schema.
+fn route(
+    presentation: &Presentation,
+    selection: &Selection,
+    prompt_vector: Option<&[f32]>,
+    prompt: &str,
+    history: &[ToolId],
+    name: &str,
+    input: &Value,
+) -> Planned {
+    let (id, rule, alternatives) = match presentation.resolve_model_name(name) {
+        None => return Planned::Unknown,
+        Some(Resolved::Direct(id)) => (id, "single-candidate".to_owned(), Vec::new()),
+        Some(Resolved::Group(group)) => {
+            let call = Call {
+                candidates: &group.members,
+                prompt,
+                arguments: input,
+                session: history,
+                prompt_vector,
+            };
+            match selection.route(&call) {
+                Some(d) => (d.chosen, d.rule.to_owned(), d.alternatives),
+                None => return Planned::Unknown,
+            }
+        }
+    };
+    if let Some(message) = selection.argument_errors(&id, input) {
+        return Planned::Invalid {
+            id,
+            rule,
+            alternatives,
+            message,
+        };
+    }
+    Planned::Run {
+        id,
+        rule,
+        alternatives,
+    }
+}
+
+/// Splits `total` into `n` parts that add up to it (earlier parts take the remainder).
+fn split_even(total: u64, n: usize, i: usize) -> u64 {
+    let n = n.max(1) as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
