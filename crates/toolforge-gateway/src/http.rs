@@ -335,6 +335,37 @@ pub fn mcp_service(
     StreamableHttpService::new(move || Ok(Gateway::new(shared.clone())), sessions, config)
 }
 
+/// rmcp's MCP service behind one `Arc`. axum clones a route's service for every request, and
+/// rmcp's service clones its whole config (the allowed hosts and origins, a dozen strings) on
+/// every clone and again in every `call`; this clones a pointer instead.
+#[derive(Clone)]
+struct SharedMcpService(Arc<StreamableHttpService<Gateway, CappedSessions>>);
+
+impl<B> tower::Service<http::Request<B>> for SharedMcpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = http::Response<
+        http_body_util::combinators::BoxBody<axum::body::Bytes, std::convert::Infallible>,
+    >;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(req).await) })
+    }
+}
+
 /// Closing a session (`DELETE /mcp`) answers 200: rmcp answers 202, which the Python SDK
 /// reports to its user as a failed termination.
 async fn session_closed(req: Request, next: Next) -> Response {
@@ -486,7 +517,9 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             tower::ServiceBuilder::new()
                 .layer(axum::middleware::from_fn(session_closed))
                 .layer(axum::middleware::from_fn(session_gone))
-                .service(mcp_service(shared, &opts, sessions)),
+                .service(SharedMcpService(Arc::new(mcp_service(
+                    shared, &opts, sessions,
+                )))),
         )
         .layer(axum::middleware::from_fn_with_state(
             mcp_guard,

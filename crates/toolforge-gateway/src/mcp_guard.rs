@@ -26,6 +26,8 @@ use serde_json::{Value, json};
 
 use crate::mcp_sessions::CappedSessions;
 
+mod peek;
+
 /// JSON-RPC error codes the gateway answers with.
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
@@ -198,51 +200,30 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
             );
         }
     };
-    let message: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                &Value::Null,
-                code::PARSE_ERROR,
-                format!("parse error: the body is not valid JSON ({e})"),
-            );
-        }
+    // The common case, a valid message, is checked from a shallow borrowed parse; anything
+    // else (an error to report, or a spelling the shallow parse does not vouch for) takes the
+    // full parse below, which words the error.
+    let modern = modern_header(&parts.headers);
+    let peeked = match peek::peek(&bytes, modern) {
+        Some(p) => p,
+        None => match checked(&bytes, modern) {
+            Ok(p) => p,
+            Err(response) => return response,
+        },
     };
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    // A 2026-07-28 request names its revision in this header (rmcp checks it against the body).
-    let modern = parts
-        .headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v >= "2026-07-28");
-    if let Err((code, text)) = check_message(&message, modern) {
-        let id = if code == code::INVALID_PARAMS {
-            id
-        } else {
-            Value::Null
-        };
-        let status = if code == code::INVALID_PARAMS {
-            StatusCode::OK
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        return rpc_error(status, &id, code, text);
-    }
     let session = parts
         .headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let is_request = message.get("method").is_some() && message.get("id").is_some();
     if session.is_none()
-        && message.get("method").and_then(Value::as_str) == Some("initialize")
+        && peeked.method.as_deref() == Some("initialize")
         && let Some(sessions) = &g.sessions
         && sessions.is_full().await
     {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
-            &id,
+            &peeked.id_value(),
             code::SERVER_BUSY,
             format!(
                 "the gateway already has its maximum of {} sessions open; try again later",
@@ -251,13 +232,14 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
         );
     }
     let mut claim = None;
-    if let (Some(session), true) = (session, is_request) {
-        let key = (session, id.to_string());
+    if let (Some(session), true) = (session, peeked.is_request) {
+        let key = (session, peeked.id_key);
         let mut in_flight = g.in_flight.lock();
         if in_flight.contains(&key) {
+            let id = &key.1;
             return rpc_error(
                 StatusCode::OK,
-                &id,
+                &serde_json::from_str(id).unwrap_or(Value::Null),
                 code::INVALID_REQUEST,
                 format!(
                     "request id {id} is already used by a request still in flight on this session; use a new id"
@@ -267,7 +249,7 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
         if in_flight.len() >= MAX_IN_FLIGHT {
             return rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &id,
+                &serde_json::from_str(&key.1).unwrap_or(Value::Null),
                 code::SERVER_BUSY,
                 "too many requests in flight; try again later",
             );
@@ -293,6 +275,43 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
         }),
         None => response,
     }
+}
+
+/// Whether the request names the 2026-07-28 revision (or later) in its header (rmcp checks it
+/// against the body).
+fn modern_header(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28")
+}
+
+/// The full check: the body parsed into a `Value`, every error worded. What the guard goes on
+/// with, or the error response.
+fn checked(bytes: &[u8], modern: bool) -> Result<peek::Peeked, Response> {
+    let message: Value = serde_json::from_slice(bytes).map_err(|e| {
+        rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            code::PARSE_ERROR,
+            format!("parse error: the body is not valid JSON ({e})"),
+        )
+    })?;
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if let Err((code, text)) = check_message(&message, modern) {
+        let (id, status) = if code == code::INVALID_PARAMS {
+            (id, StatusCode::OK)
+        } else {
+            (Value::Null, StatusCode::BAD_REQUEST)
+        };
+        return Err(rpc_error(status, &id, code, text));
+    }
+    let method = message.get("method").and_then(Value::as_str);
+    Ok(peek::Peeked {
+        is_request: method.is_some() && message.get("id").is_some(),
+        method: method.map(str::to_owned),
+        id_key: id.to_string(),
+    })
 }
 
 /// An id taken by a request in flight; given back when dropped.

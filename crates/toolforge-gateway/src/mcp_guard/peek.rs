@@ -1,0 +1,206 @@
+//! The guard's fast path: a JSON-RPC message checked from a shallow parse that borrows from the
+//! body (`RawValue`s for the envelope's fields, no `Value` tree), so that a valid message is not
+//! parsed twice in full (rmcp parses it into its own type next).
+//!
+//! [`peek`] vouches only for what it can tell is valid exactly as the full check would find it;
+//! it answers `None` for everything else (an invalid message, a duplicate field, an id or a
+//! method spelled with escapes), and the guard then runs the full check, which words the error.
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// What the guard goes on with once a message is found valid.
+#[derive(Debug)]
+pub(crate) struct Peeked {
+    /// The message is a request (it has a `method` and an `id`).
+    pub(crate) is_request: bool,
+    /// Its method, when it has one.
+    pub(crate) method: Option<String>,
+    /// Its id as compact JSON (`null` without one): the key of a request in flight.
+    pub(crate) id_key: String,
+}
+
+impl Peeked {
+    /// The id as a `Value`, for an error answer.
+    pub(crate) fn id_value(&self) -> Value {
+        serde_json::from_str(&self.id_key).unwrap_or(Value::Null)
+    }
+}
+
+/// The envelope's fields, each kept as the body's own text. A field present with `null` is
+/// kept too (`Option<&RawValue>` alone would read it as absent).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// The text of a JSON string literal without escapes (`None` for anything else).
+fn plain_string(raw: &RawValue) -> Option<&str> {
+    let text = raw.get();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
+}
+
+/// Whether `raw` is an integer literal that fits an `i64` or a `u64` and that the full check
+/// would read as such (up to 18 digits, not `-0`).
+fn plain_integer(raw: &RawValue) -> bool {
+    let text = raw.get();
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty()
+        && digits.len() <= 18
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && text != "-0"
+}
+
+/// `bytes` checked as the guard's full check would, for a valid message; `None` when the full
+/// check has to decide.
+pub(crate) fn peek(bytes: &[u8], modern: bool) -> Option<Peeked> {
+    let envelope: Envelope<'_> = serde_json::from_slice(bytes).ok()?;
+    if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return None;
+    }
+    if let Some(id) = envelope.id
+        && plain_string(id).is_none()
+        && !plain_integer(id)
+    {
+        return None;
+    }
+    let method = match envelope.method {
+        Some(raw) => Some(plain_string(raw)?),
+        None => None,
+    };
+    match method {
+        Some(method) => {
+            if let Some(params) = envelope.params
+                && !params.get().starts_with('{')
+            {
+                return None;
+            }
+            if envelope.id.is_some() && !params_valid(method, envelope.params, modern) {
+                return None;
+            }
+        }
+        // A response: an id and exactly one of `result` and `error`.
+        None if envelope.id.is_some()
+            && (envelope.result.is_some() != envelope.error.is_some()) => {}
+        None => return None,
+    }
+    Some(Peeked {
+        is_request: method.is_some() && envelope.id.is_some(),
+        method: method.map(str::to_owned),
+        id_key: envelope
+            .id
+            .map_or_else(|| "null".to_owned(), |id| id.get().to_owned()),
+    })
+}
+
+/// Whether the parameters of a request the gateway routes have their MCP shape (the same types
+/// as the full check, read from the body's text).
+fn params_valid(method: &str, params: Option<&RawValue>, modern: bool) -> bool {
+    use rmcp::model::{
+        CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        SubscribeRequestParams, UnsubscribeRequestParams,
+    };
+    fn parses<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> bool {
+        serde_json::from_str::<T>(params.map_or("{}", RawValue::get)).is_ok()
+    }
+    match method {
+        "tools/call" => parses::<CallToolRequestParams>(params),
+        "resources/read" => parses::<ReadResourceRequestParams>(params),
+        "resources/subscribe" | "resources/unsubscribe" if modern => true,
+        "resources/subscribe" => parses::<SubscribeRequestParams>(params),
+        "resources/unsubscribe" => parses::<UnsubscribeRequestParams>(params),
+        "prompts/get" => parses::<GetPromptRequestParams>(params),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the full check makes of `body`, in the fast path's terms (`None`: an error).
+    fn full(body: &str, modern: bool) -> Option<(bool, Option<String>, String)> {
+        let p = super::super::checked(body.as_bytes(), modern).ok()?;
+        Some((p.is_request, p.method, p.id_key))
+    }
+
+    /// The fast path agrees with the full check wherever it answers.
+    #[test]
+    fn agrees_with_the_full_check() {
+        let bodies = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"m":"x"}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":-3,"method":"ping","extra":[1,2,{"x":null}]}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : 0 , "method" : "initialize" , "params" : {} } "#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a:b"}}"#,
+        ];
+        for body in bodies {
+            for modern in [false, true] {
+                let fast = peek(body.as_bytes(), modern).expect(body);
+                assert_eq!(
+                    Some((fast.is_request, fast.method, fast.id_key)),
+                    full(body, modern),
+                    "{body}"
+                );
+            }
+        }
+        // On 2026-07-28 a subscribe is rmcp's to refuse, whatever its parameters.
+        let subscribe = r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{}}"#;
+        assert!(peek(subscribe.as_bytes(), true).is_some());
+        assert!(full(subscribe, true).is_some());
+        assert!(peek(subscribe.as_bytes(), false).is_none());
+        assert!(full(subscribe, false).is_none());
+    }
+
+    /// What the fast path does not vouch for goes to the full check: invalid messages, and
+    /// valid ones spelled in ways the shallow parse does not read.
+    #[test]
+    fn leaves_the_rest_to_the_full_check() {
+        let bodies = [
+            "not json",
+            "[]",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[]}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":12345678901234567890123,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"\u0041","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}"#,
+        ];
+        for body in bodies {
+            assert!(peek(body.as_bytes(), false).is_none(), "{body}");
+        }
+        // The full check still accepts a valid message the fast path leaves to it.
+        assert_eq!(
+            full(r#"{"jsonrpc":"2.0","id":"\u0041","method":"ping"}"#, false),
+            Some((true, Some("ping".to_owned()), "\"A\"".to_owned()))
+        );
+    }
+}
