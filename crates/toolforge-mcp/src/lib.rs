@@ -9,8 +9,10 @@
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
+//! `relay` and `asks` (what a backend asks during a call, for that call's client),
 //! and `pool` (the public face).
 
+pub mod asks;
 pub mod cache;
 mod call;
 mod catalog;
@@ -29,6 +31,7 @@ mod supervise;
 mod testing;
 mod upstream;
 
+pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use pins::{PinRow, PinStore, Pinning, Quarantined};
