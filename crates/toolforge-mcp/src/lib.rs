@@ -9,7 +9,8 @@
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
-//! `relay` and `asks` (what a backend asks during a call, for that call's client),
+//! `relay` and `asks` (what a backend asks during a call, for that call's client), `listen`
+//! (`subscriptions/listen` on 2026-07-28 backends),
 //! and `pool` (the public face).
 
 pub mod asks;
@@ -21,6 +22,7 @@ mod connect;
 mod events;
 mod guard;
 mod isolation;
+mod listen;
 mod lists;
 mod options;
 pub mod pins;

@@ -401,7 +401,7 @@ impl Relay {
         )
     }
 
-    fn send(&self, event: PoolEvent) {
+    pub(crate) fn send(&self, event: PoolEvent) {
         let _ = self.0.events.send(event);
     }
 }

@@ -404,6 +404,44 @@ async fn a_handshake_era_backend_asking_a_modern_client_waits_for_its_retry() {
     );
 }
 
+/// A 2026-07-28 backend tells its list changes only to `subscriptions/listen` streams: the
+/// pool keeps one open on it, so the fixture's prompt list change reaches a handshake-era
+/// session through the gateway.
+#[tokio::test]
+async fn a_2026_07_28_backends_list_changes_reach_the_pool_through_listen() {
+    let mut config = fixture();
+    config["mcpServers"]["conformance"]["protocol"] = json!("2026-07-28");
+    let served = Served::start(&config).await;
+    served
+        .wait_health(60, |h| {
+            crate::server_state(h, "conformance")["state"] == "ready"
+        })
+        .await;
+    let client = root().join("crates/toolforge/tests/python/list_changed_client.py");
+    let out = tokio::process::Command::new(tool("venv/bin/python"))
+        .arg(client)
+        .args([served.mcp(), served.mcp()])
+        .args([
+            "test_trigger_prompt_change",
+            "notifications/prompts/list_changed",
+            "--repeat",
+        ])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the client finished within 60 s")
+        .expect("the client ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let out: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out["open"]["notified"].as_u64() >= Some(1), "{out}");
+}
+
 /// One stateless 2026-07-28 request to `/mcp{query}`; the JSON-RPC answer.
 async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -> Value {
     modern_rpc_with(served, query, method, params, &[]).await
