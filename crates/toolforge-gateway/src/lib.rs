@@ -19,6 +19,7 @@ pub mod mcp_sessions;
 pub mod metrics;
 pub mod mrtr;
 pub mod openapi;
+pub mod parked;
 mod subscriptions;
 mod uri_template;
 pub mod visible;

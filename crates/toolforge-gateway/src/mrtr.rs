@@ -44,6 +44,60 @@ pub struct Envelope {
     /// The backend's `requestState`, echoed to it on the retry.
     #[serde(rename = "b", default, skip_serializing_if = "Option::is_none")]
     pub backend_state: Option<String>,
+    /// Who made the call (the request's principal); a retry by anyone else is refused.
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// A call parked on a replica while a handshake-era backend waits for this client's
+    /// answer (`crate::parked`): its id, the replica and the round.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<ParkedState>,
+}
+
+/// Where a parked call waits, in the sealed state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedState {
+    #[serde(rename = "i")]
+    pub id: String,
+    #[serde(rename = "r")]
+    pub replica: String,
+    #[serde(rename = "n")]
+    pub round: u32,
+}
+
+impl From<crate::parked::Ticket> for ParkedState {
+    fn from(t: crate::parked::Ticket) -> Self {
+        Self {
+            id: t.id,
+            replica: t.replica,
+            round: t.round,
+        }
+    }
+}
+
+impl From<ParkedState> for crate::parked::Ticket {
+    fn from(p: ParkedState) -> Self {
+        Self {
+            id: p.id,
+            replica: p.replica,
+            round: p.round,
+        }
+    }
+}
+
+impl Envelope {
+    /// Refuses a retry by another caller than the one who made the call.
+    ///
+    /// # Errors
+    /// `caller` is not the one sealed in.
+    pub fn check_caller(&self, caller: &str) -> Result<(), McpError> {
+        match &self.caller {
+            Some(sealed) if sealed != caller => Err(McpError::invalid_params(
+                "requestState belongs to another caller's request",
+                None,
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Seals and opens envelopes with the gateway's state key.
@@ -205,7 +259,27 @@ mod tests {
             server: "weather".into(),
             tool: "forecast".into(),
             backend_state: Some("opaque-backend-state".into()),
+            caller: Some("alice".into()),
+            parked: None,
         }
+    }
+
+    #[test]
+    fn a_parked_call_and_its_caller_travel_sealed() {
+        let seal = StateSeal::random();
+        let mut parked = envelope();
+        parked.parked = Some(ParkedState {
+            id: "p1".into(),
+            replica: "r1".into(),
+            round: 2,
+        });
+        let opened = seal
+            .open("forecast", &seal.seal("forecast", &parked))
+            .unwrap();
+        assert_eq!(opened, parked);
+        assert!(opened.check_caller("alice").is_ok());
+        let err = opened.check_caller("mallory").unwrap_err();
+        assert!(err.message.contains("another caller"), "{err:?}");
     }
 
     #[test]

@@ -9,8 +9,11 @@
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
+//! `relay` and `asks` (what a backend asks during a call, for that call's client), `listen`
+//! (`subscriptions/listen` on 2026-07-28 backends),
 //! and `pool` (the public face).
 
+pub mod asks;
 pub mod cache;
 mod call;
 mod catalog;
@@ -19,6 +22,7 @@ mod connect;
 mod events;
 mod guard;
 mod isolation;
+mod listen;
 mod lists;
 mod options;
 pub mod pins;
@@ -29,6 +33,7 @@ mod supervise;
 mod testing;
 mod upstream;
 
+pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use pins::{PinRow, PinStore, Pinning, Quarantined};

@@ -689,6 +689,18 @@ impl Pool {
     /// As [`Pool::read_resource`].
     pub async fn subscribe(&self, server: &str, uri: &str) -> Result<(), CallError> {
         let up = self.known(server)?;
+        if up
+            .peer
+            .read()
+            .as_ref()
+            .is_some_and(crate::listen::is_modern)
+        {
+            // 2026-07-28 has no resources/subscribe: the URI joins the listen stream's filter.
+            return up
+                .listening
+                .subscribe(uri)
+                .map_err(|e| CallError::Rpc(McpError::invalid_request(e.to_string(), None)));
+        }
         let params = SubscribeRequestParams::new(uri);
         call::once(&up, None, |p| async move { p.subscribe(params).await }).await
     }
@@ -699,6 +711,15 @@ impl Pool {
     /// As [`Pool::read_resource`].
     pub async fn unsubscribe(&self, server: &str, uri: &str) -> Result<(), CallError> {
         let up = self.known(server)?;
+        if up
+            .peer
+            .read()
+            .as_ref()
+            .is_some_and(crate::listen::is_modern)
+        {
+            up.listening.unsubscribe(uri);
+            return Ok(());
+        }
         let params = UnsubscribeRequestParams::new(uri);
         call::once(&up, None, |p| async move { p.unsubscribe(params).await }).await
     }

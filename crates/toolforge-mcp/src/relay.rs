@@ -29,9 +29,9 @@ use parking_lot::Mutex;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction, GetExtensions, Implementation, ListRootsRequest, ListRootsResult,
-    LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam, ProgressToken,
-    RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    ElicitationAction, GetExtensions, Implementation, InputRequest, ListRootsRequest,
+    ListRootsResult, LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam,
+    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext, ServiceError,
@@ -39,6 +39,8 @@ use rmcp::service::{
 use rmcp::{ClientHandler, ErrorData as McpError, Peer, RoleClient, RoleServer};
 use serde_json::Value;
 use tokio::sync::mpsc;
+
+use crate::asks::{self, Asks};
 
 /// What a backend announced, for the pool and the gateway.
 #[derive(Debug, Clone)]
@@ -84,6 +86,10 @@ pub struct Caller {
     /// What the client declared it can do (per request on 2026-07-28): a backend on 2026-07-28
     /// is told these, not the pool's own, so it asks only for what this client can give.
     pub capabilities: Option<ClientCapabilities>,
+    /// Where a handshake-era backend's requests go when this caller speaks 2026-07-28 (it
+    /// cannot be asked mid-call; the gateway turns them into `input_required`, see
+    /// [`crate::asks`]). Without it they are refused with a clear error.
+    pub asks: Option<Asks>,
 }
 
 impl Caller {
@@ -95,7 +101,22 @@ impl Caller {
             request,
             session,
             capabilities: None,
+            asks: None,
         }
+    }
+
+    /// The same caller, with an inbox for its backend's mid-call requests.
+    #[must_use]
+    pub fn with_asks(mut self, asks: Asks) -> Self {
+        self.asks = Some(asks);
+        self
+    }
+
+    /// Whether this caller can still be reached: its connection is open, or (a 2026-07-28
+    /// client between the rounds of a call, whose request has been answered) its call's inbox
+    /// is still read.
+    fn reachable(&self) -> bool {
+        self.asks.as_ref().is_some_and(|a| !a.is_closed()) || !self.peer.is_transport_closed()
     }
 
     /// The same caller, with the capabilities its request declared.
@@ -302,10 +323,7 @@ impl Relay {
     /// arrived on, else the latest call when all calls in flight share one session.
     fn owner(&self, origin: Option<&InboundStreamOrigin>) -> Owner {
         let in_flight = self.0.in_flight.lock();
-        let live: Vec<&InFlight> = in_flight
-            .iter()
-            .filter(|f| !f.caller.peer.is_transport_closed())
-            .collect();
+        let live: Vec<&InFlight> = in_flight.iter().filter(|f| f.caller.reachable()).collect();
         if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
             && let Some(f) = live.iter().find(|f| f.outbound.as_ref() == Some(id))
         {
@@ -383,7 +401,7 @@ impl Relay {
         )
     }
 
-    fn send(&self, event: PoolEvent) {
+    pub(crate) fn send(&self, event: PoolEvent) {
         let _ = self.0.events.send(event);
     }
 }
@@ -436,11 +454,15 @@ impl ClientHandler for Relay {
             Owner::Nobody => return Err(self.no_caller(what)),
             Owner::Ambiguous(n) => return Err(self.ambiguous(what, n)),
         };
-        if caller.is_modern() {
-            return Err(self.modern_caller("sampling"));
-        }
         if caller.declared().sampling.is_none() {
             return Err(self.not_declared("sampling"));
+        }
+        if caller.is_modern() {
+            let Some(asks) = &caller.asks else {
+                return Err(self.modern_caller("sampling"));
+            };
+            let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+            return asks::ask(&self.0.server, asks, request, what).await;
         }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match ask(&caller, request).await {
@@ -472,11 +494,16 @@ impl ClientHandler for Relay {
                 return Err(self.ambiguous("elicitation (elicitation/create)", n));
             }
         };
-        if caller.is_modern() {
-            return Err(self.modern_caller("elicitation"));
-        }
         if caller.declared().elicitation.is_none() {
             return Err(self.not_declared("elicitation"));
+        }
+        if caller.is_modern() {
+            let Some(asks) = &caller.asks else {
+                return Err(self.modern_caller("elicitation"));
+            };
+            let request = InputRequest::Elicitation(rmcp::model::ElicitRequest::new(params));
+            let what = "elicitation (elicitation/create)";
+            return asks::ask(&self.0.server, asks, request, what).await;
         }
         let request = ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
         match ask(&caller, request).await {
@@ -492,6 +519,13 @@ impl ClientHandler for Relay {
     ) -> Result<ListRootsResult, McpError> {
         match self.owner(ctx.extensions.get()) {
             Owner::Call(caller) if caller.declared().roots.is_some() => {
+                if caller.is_modern() {
+                    let Some(asks) = &caller.asks else {
+                        return Err(self.modern_caller("roots"));
+                    };
+                    let request = InputRequest::ListRoots(ListRootsRequest::default());
+                    return asks::ask(&self.0.server, asks, request, "roots (roots/list)").await;
+                }
                 let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
                 match ask(&caller, request).await {
                     Ok(ClientResult::ListRootsResult(r)) => Ok(r),

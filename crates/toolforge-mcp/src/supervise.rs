@@ -52,6 +52,16 @@ pub(crate) async fn supervise(
                 }
                 let started = Instant::now();
                 let ct = client.cancellation_token();
+                // A 2026-07-28 backend tells its list changes only to listen streams.
+                let listen_stop = CancellationToken::new();
+                let _stop_listening = listen_stop.clone().drop_guard();
+                if crate::listen::is_modern(client.peer()) {
+                    let (server, peer, up) = (name.clone(), client.peer().clone(), up.clone());
+                    tokio::spawn(async move {
+                        let relay = up.relay.clone();
+                        crate::listen::keep(server, peer, &up.listening, relay, listen_stop).await;
+                    });
+                }
                 let waiting = client.waiting();
                 tokio::pin!(waiting);
                 tokio::select! {

@@ -78,6 +78,8 @@ pub(crate) struct Upstream {
     /// When the tool list was last re-read for a call naming a tool it lacked (one refresh at a
     /// time, rate-limited).
     pub unknown_refresh: tokio::sync::Mutex<Option<Instant>>,
+    /// What a 2026-07-28 connection's `subscriptions/listen` stream asks for.
+    pub listening: crate::listen::Listening,
 }
 
 impl Upstream {
@@ -101,6 +103,7 @@ impl Upstream {
             lists_gen: AtomicU64::new(0),
             changed: watch::channel(0).0,
             unknown_refresh: tokio::sync::Mutex::new(None),
+            listening: crate::listen::Listening::default(),
             cfg,
         }
     }

@@ -16,6 +16,7 @@ use crate::visible::Scope;
 use toolforge_select::Call;
 use toolforge_select::presentation::Resolved;
 
+use super::parking::{Resuming, Round, Sealing};
 use super::trail::{self, Trail};
 use super::{
     CALL_TOOL, Gateway, PROMPT_META_KEY, SEARCH_TOOLS, SELECTION_META_KEY, START_WAIT_FOR_CALL,
@@ -177,9 +178,11 @@ impl Gateway {
         trail: &mut Trail,
     ) -> Result<CallToolResponse, McpError> {
         let name = req.name.to_string();
+        // A retry of a call parked on this replica (its backend asked mid-call).
+        let mut parked = None;
         let routed = match req.request_state.take() {
             // A retry after `input_required`: the same server and tool, from the sealed state.
-            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req),
+            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req, &mut parked),
             None => self.routed(&ctx, &name, &req).await,
         };
         let routed = match routed {
@@ -204,7 +207,12 @@ impl Gateway {
         // Policy, then limits: a refused call never reaches the server.
         let scope = self.scope(&ctx);
         trail.principal = scope.principal.to_string();
-        if let Err(refusal) = scope.admit_call(&id, req.arguments.as_ref()).await {
+        // A parked call's retry is not a new call: it was admitted when it was made.
+        let admitted = match parked {
+            Some(_) => Ok(()),
+            None => scope.admit_call(&id, req.arguments.as_ref()).await,
+        };
+        if let Err(refusal) = admitted {
             trail.decision = Some(match &refusal {
                 toolforge_agent::Refusal::Denied { policy, .. } => {
                     trail.policy = Some(policy.clone());
@@ -232,14 +240,30 @@ impl Gateway {
             "alternatives": routed.alternatives,
         });
         let mut rounds = 0;
+        let key = format!("tools/call:{name}");
+        let principal = trail.principal.clone();
         let metrics = crate::metrics::of_request(ctx.extensions.get::<http::request::Parts>());
         loop {
             let started = std::time::Instant::now();
-            let called = self
-                .shared
-                .pool
-                .call_tool(&id.server, req.clone(), call.clone())
-                .await;
+            let resuming = parked.take().map(|p: mrtr::ParkedState| Resuming {
+                ticket: p.into(),
+                responses: req.input_responses.take().unwrap_or_default(),
+            });
+            let sealing = Sealing {
+                key: &key,
+                id: &id,
+                caller: &principal,
+            };
+            let called = match self
+                .call_round(&ctx, req.clone(), call.clone(), resuming, &sealing)
+                .await?
+            {
+                Round::Called(called) => called,
+                Round::Parked(asked) => {
+                    trail.executed = true;
+                    return Ok(CallToolResponse::InputRequired(asked));
+                }
+            };
             if let Some(m) = &metrics {
                 let ok = called
                     .as_ref()
@@ -281,7 +305,6 @@ impl Gateway {
             }
             match failure.error {
                 toolforge_mcp::CallError::InputRequired { result, .. } => {
-                    let key = format!("tools/call:{name}");
                     match self
                         .input_required(&ctx, &key, (&id.server, &id.name), *result, &mut rounds)
                         .await?
@@ -320,6 +343,8 @@ impl Gateway {
                 server: server.to_owned(),
                 tool: name.to_owned(),
                 backend_state: result.request_state.clone(),
+                caller: Some(self.scope(ctx).principal.to_string()),
+                parked: None,
             };
             let sealed = self.shared.seal().seal(key, &envelope);
             return Ok(NextRound::Relay(mrtr::relayed(result, sealed)));
@@ -344,12 +369,14 @@ impl Gateway {
     /// Opens a retry's sealed state for `key`, checking it names `server`; the backend's state.
     pub(super) fn reopened(
         &self,
+        ctx: &RequestContext<RoleServer>,
         key: &str,
         sealed: &str,
         server: &str,
     ) -> Result<Option<String>, McpError> {
         let envelope = self.shared.seal().open(key, sealed)?;
-        if envelope.server != server {
+        envelope.check_caller(&self.scope(ctx).principal.to_string())?;
+        if envelope.server != server || envelope.parked.is_some() {
             return Err(McpError::invalid_params(
                 "requestState belongs to another server's request",
                 None,
@@ -404,22 +431,27 @@ impl Gateway {
     }
 
     /// Where a retry after `input_required` goes: the server and tool sealed in its state
-    /// (still visible to this request), with the backend's own state restored.
+    /// (still visible to this request, and made by this caller), with the backend's own state
+    /// restored, or the call parked for it (`parked`).
     fn resumed(
         &self,
         ctx: &RequestContext<RoleServer>,
         name: &str,
         sealed: &str,
         req: &mut CallToolRequestParams,
+        parked: &mut Option<mrtr::ParkedState>,
     ) -> Result<Routed, McpError> {
         let envelope = self
             .shared
             .seal()
             .open(&format!("tools/call:{name}"), sealed)?;
         let id = ToolId::new(&envelope.server, &envelope.tool);
-        if !self.scope(ctx).allows(&id) {
+        let scope = self.scope(ctx);
+        if !scope.allows(&id) {
             return Err(not_found("tool", name));
         }
+        envelope.check_caller(&scope.principal.to_string())?;
+        *parked = envelope.parked;
         req.request_state = envelope.backend_state;
         Ok(Routed {
             id,

@@ -14,7 +14,8 @@
 //!
 //! One concern per file: `handler` is rmcp's `ServerHandler` and hands each request on;
 //! `tool_list` answers `tools/list` and search mode; `calls` routes and runs `tools/call` with
-//! its MRTR rounds; `resources` and `prompts` (with completions) do the same for theirs;
+//! its MRTR rounds, `parking` one round of it at the pool (a call whose handshake-era backend
+//! asks a 2026-07-28 client is parked, `crate::parked`); `resources` and `prompts` (with completions) do the same for theirs;
 //! `events` carries pool events to sessions and listen streams.
 
 #![allow(deprecated)]
@@ -22,6 +23,7 @@
 mod calls;
 mod events;
 mod handler;
+mod parking;
 mod prompts;
 mod resources;
 mod tool_list;
@@ -41,6 +43,7 @@ use toolforge_select::ToolId;
 use crate::cache_hints::CacheHints;
 use crate::listen::Listeners;
 use crate::mrtr::{self, StateSeal};
+use crate::parked::ParkingLot;
 use crate::subscriptions::Subscriptions;
 use crate::visible::{PreparedCache, RequestChannels, Scope, VisibilityConfig};
 use toolforge_select::broker::Rules;
@@ -119,6 +122,8 @@ pub struct Shared {
     seal: RwLock<Arc<StateSeal>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
     listeners: Arc<Listeners>,
+    /// Calls parked while a handshake-era backend waits for a 2026-07-28 client's input.
+    parked: Arc<ParkingLot>,
     /// The selection over the current catalog (the one decision point for group calls), and
     /// the catalog it was built for.
     selection: Mutex<Option<(Arc<toolforge_select::Catalog>, Arc<Selection>)>>,
@@ -176,6 +181,7 @@ impl Shared {
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
             listeners: Arc::new(Listeners::default()),
+            parked: Arc::new(ParkingLot::default()),
             selection: Mutex::new(None),
             rules: RwLock::new(Rules::default()),
             trail: RwLock::new(toolforge_agent::TraceSink::disabled()),
@@ -250,6 +256,10 @@ impl Shared {
         );
         *slot = Some((catalog, selection.clone()));
         selection
+    }
+
+    pub(super) fn parked(&self) -> &Arc<ParkingLot> {
+        &self.parked
     }
 
     pub(super) fn seal(&self) -> Arc<StateSeal> {

@@ -175,7 +175,7 @@ impl Gateway {
         };
         let key = format!("resources/read:{}", req.uri);
         if let Some(sealed) = req.request_state.take() {
-            req.request_state = self.reopened(&key, &sealed, &server)?;
+            req.request_state = self.reopened(&ctx, &key, &sealed, &server)?;
         }
         let mut rounds = 0;
         loop {

@@ -357,6 +357,91 @@ async fn a_changed_or_foreign_request_state_is_refused() {
     }
 }
 
+/// A handshake-era backend asks a 2026-07-28 client mid-call (`who` samples mid-call on
+/// 2025-11-25): the gateway parks the call and gives the client `input_required`; the retry
+/// answers the waiting backend and gets the call's result. The same state again finds no call
+/// waiting: refused, and the call is not sent again.
+#[tokio::test]
+async fn a_handshake_era_backend_asking_a_modern_client_waits_for_its_retry() {
+    let served = Served::start(&json!({"mcpServers": {"asker": {
+        "command": tool("venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+    }}}))
+    .await;
+    served
+        .wait_health(60, |h| crate::server_state(h, "asker")["state"] == "ready")
+        .await;
+    let first = modern_call(&served, json!({})).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let requests = first["result"]["inputRequests"]
+        .as_object()
+        .expect("requests");
+    assert_eq!(requests.len(), 1, "{first}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{first}");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"], "who answers for X?",
+        "{first}"
+    );
+    let answer = json!({"role": "assistant", "model": "m",
+        "content": {"type": "text", "text": "answered by the retry"}});
+    let retry = json!({
+        "requestState": first["result"]["requestState"],
+        "inputResponses": {key.clone(): answer},
+    });
+    let done = modern_call(&served, retry.clone()).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "answered by the retry",
+        "{done}"
+    );
+    let again = modern_call(&served, retry).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    let message = again["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no longer waiting") && message.contains("call the tool again"),
+        "{again}"
+    );
+}
+
+/// A 2026-07-28 backend tells its list changes only to `subscriptions/listen` streams: the
+/// pool keeps one open on it, so the fixture's prompt list change reaches a handshake-era
+/// session through the gateway.
+#[tokio::test]
+async fn a_2026_07_28_backends_list_changes_reach_the_pool_through_listen() {
+    let mut config = fixture();
+    config["mcpServers"]["conformance"]["protocol"] = json!("2026-07-28");
+    let served = Served::start(&config).await;
+    served
+        .wait_health(60, |h| {
+            crate::server_state(h, "conformance")["state"] == "ready"
+        })
+        .await;
+    let client = root().join("crates/toolforge/tests/python/list_changed_client.py");
+    let out = tokio::process::Command::new(tool("venv/bin/python"))
+        .arg(client)
+        .args([served.mcp(), served.mcp()])
+        .args([
+            "test_trigger_prompt_change",
+            "notifications/prompts/list_changed",
+            "--repeat",
+        ])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("the client finished within 60 s")
+        .expect("the client ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let out: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out["open"]["notified"].as_u64() >= Some(1), "{out}");
+}
+
 /// One stateless 2026-07-28 request to `/mcp{query}`; the JSON-RPC answer.
 async fn modern_rpc(served: &Served, query: &str, method: &str, params: Value) -> Value {
     modern_rpc_with(served, query, method, params, &[]).await

@@ -345,9 +345,19 @@ async fn asking_replicas(envs: &[(&str, &str)]) -> (Served, Served, tokio::proce
 
 /// `who` on `first`, its `input_required` answered and the retry sent to `second`.
 async fn resumed_elsewhere(first: &Served, second: &Served) -> Value {
-    let (_, asked) = modern_call(&first.base, "who", json!({"name": "R"})).await;
-    let result = &asked["result"];
-    assert_eq!(result["resultType"], "input_required", "{asked}");
+    let asked = asked_on(first).await;
+    retried_on(second, &asked).await
+}
+
+/// `who` on `served`: its `input_required` result.
+async fn asked_on(served: &Served) -> Value {
+    let (_, asked) = modern_call(&served.base, "who", json!({"name": "R"})).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    asked["result"].clone()
+}
+
+/// The retry of `result` (an `input_required` of `who`), answered, sent to `second`.
+async fn retried_on(second: &Served, result: &Value) -> Value {
     let mut responses = serde_json::Map::new();
     for key in result["inputRequests"]
         .as_object()
@@ -389,6 +399,37 @@ async fn resumed_elsewhere(first: &Served, second: &Served) -> Value {
         .find(|d| !d.trim().is_empty())
         .unwrap_or(&text);
     serde_json::from_str(data.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A handshake-era backend asking a 2026-07-28 client mid-call parks the call on the replica
+/// that made it. A retry that reaches another replica (same key: the state opens there) is
+/// refused, saying why; the call is not sent again. On its own replica the retry goes on.
+#[tokio::test]
+async fn a_parked_call_goes_on_only_on_its_own_replica() {
+    let config = json!({"mcpServers": {"asker": {
+        "command": tool("venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+    }}});
+    let key = "a request-state key both replicas share, past 32 bytes";
+    let envs = [("TOOLFORGE_STATE_KEY", key)];
+    let (a, b) = tokio::join!(
+        Served::start_with(&config, &envs),
+        Served::start_with(&config, &envs)
+    );
+    for r in [&a, &b] {
+        r.wait_health(60, |h| crate::server_state(h, "asker")["state"] == "ready")
+            .await;
+    }
+    let asked = asked_on(&a).await;
+    let refused = retried_on(&b, &asked).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("another toolforge replica"), "{refused}");
+    let done = retried_on(&a, &asked).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "answered on the other replica",
+        "{done}"
+    );
 }
 
 #[tokio::test]

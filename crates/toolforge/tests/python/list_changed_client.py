@@ -1,10 +1,11 @@
 """Two MCP sessions on the official Python SDK, to check who is told the tool list changed.
 
-    python list_changed_client.py SCOPED_URL OPEN_URL TOOL
+    python list_changed_client.py SCOPED_URL OPEN_URL TOOL [NOTIFICATION [--repeat]]
 
 Opens a session on each URL, lists tools on both, calls TOOL (no arguments) on the open one,
-waits until the open session receives `notifications/tools/list_changed` (at most 15 s) and
-then 1.5 s more, lists tools on both again, and prints one JSON object:
+waits until the open session receives NOTIFICATION (default `notifications/tools/list_changed`,
+at most 15 s; with --repeat TOOL is called again every second until then, for a backend that
+tells only the listeners it has at the time) and then 1.5 s more, lists tools on both again, and prints one JSON object:
 {"scoped": {"before": [names], "after": [names], "notified": n}, "open": {...}}.
 """
 
@@ -17,9 +18,13 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 
+NOTIFICATION = sys.argv[4] if len(sys.argv) > 4 else "notifications/tools/list_changed"
+REPEAT = sys.argv[5:6] == ["--repeat"]
+
+
 async def open_session(stack, url, counts, key):
     async def on_message(message):
-        if getattr(message, "method", "") == "notifications/tools/list_changed":
+        if getattr(message, "method", "") == NOTIFICATION:
             counts[key] += 1
 
     streams = await stack.enter_async_context(streamable_http_client(url))
@@ -42,9 +47,11 @@ async def main():
         opened = await open_session(stack, open_url, counts, "open")
         before = {"scoped": await names(scoped), "open": await names(opened)}
         await opened.call_tool(tool, {})
-        for _ in range(150):
+        for i in range(150):
             if counts["open"]:
                 break
+            if REPEAT and i % 10 == 9:
+                await opened.call_tool(tool, {})
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.5)
         after = {"scoped": await names(scoped), "open": await names(opened)}
