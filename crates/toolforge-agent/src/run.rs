@@ -23,6 +23,7 @@ use toolforge_select::{
     Call, Catalog, Limits, Namespace, OfferRequest, Presentation, Resolved, Selection, ServerEntry,
     ToolId,
 };
+use tracing::Instrument as _;
 
 use crate::backend::{ToolBackend, ToolOutput};
 use crate::cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
@@ -442,7 +443,13 @@ impl Agent {
         request: RunRequest,
         events: Option<mpsc::UnboundedSender<RunEvent>>,
     ) -> RunResult {
-        let result = self.run_inner(request, events).await;
+        let span = crate::spans::run(request.dry_run);
+        let result = self
+            .run_inner(request, events)
+            .instrument(span.clone())
+            .await;
+        crate::spans::record_run(&span, &result);
+        drop(span);
         if let Some(m) = &self.metrics {
             m.record_run(&result);
         }
@@ -485,12 +492,17 @@ impl Agent {
         let (query_vectors, prompt_vector) =
             self.request_vectors(&selection, &request.message).await;
         let visible_ids: HashSet<ToolId> = visible.tools().map(|t| t.id()).collect();
-        let offer = selection.offer(&OfferRequest {
-            message: &request.message,
-            intent: None,
-            visible: Some(&visible_ids),
-            query_vectors: query_vectors.as_deref(),
+        let span = crate::spans::offer();
+        let offer = span.in_scope(|| {
+            selection.offer(&OfferRequest {
+                message: &request.message,
+                intent: None,
+                visible: Some(&visible_ids),
+                query_vectors: query_vectors.as_deref(),
+            })
         });
+        crate::spans::record_offer(&span, offer.tools.len(), offer.left_out.len());
+        drop(span);
         let rationale = offer.summary();
         if !offer.left_out.is_empty() {
             tracing::info!(
@@ -637,9 +649,16 @@ impl Agent {
                     max_tokens < self.config.max_tokens
                 }
             };
-            let response = match self.model.complete(&model_request).await {
+            let span = crate::spans::model_call(self.model.provider(), self.model.model());
+            let called = self
+                .model
+                .complete(&model_request)
+                .instrument(span.clone())
+                .await;
+            let response = match called {
                 Ok(r) => r,
                 Err(e) => {
+                    crate::spans::record_model_error(&span);
                     result.halted = true;
                     result.halt_reason = Some(HaltReason::ModelError);
                     result.error = Some(e.to_string());
@@ -649,6 +668,8 @@ impl Agent {
             };
             result.model_calls += 1;
             let cost = guard.record(bound, &response.usage);
+            crate::spans::record_model_call(&span, &response.usage, cost);
+            drop(span);
             result.usage.add(&response.usage);
             let uses: Vec<(String, String, Value)> = response
                 .tool_uses()
@@ -702,15 +723,26 @@ impl Agent {
             let n = uses.len();
             let mut planned = Vec::with_capacity(n);
             for (_, name, input) in &uses {
-                planned.push(self.route(
-                    &presentation,
-                    &selection,
-                    prompt_vector.as_deref(),
-                    &request.message,
-                    &history,
-                    name,
-                    input,
-                ));
+                let span = crate::spans::route();
+                let plan = span.in_scope(|| {
+                    self.route(
+                        &presentation,
+                        &selection,
+                        prompt_vector.as_deref(),
+                        &request.message,
+                        &history,
+                        name,
+                        input,
+                    )
+                });
+                let chosen = match &plan {
+                    Planned::Run { id, rule, .. } | Planned::Invalid { id, rule, .. } => {
+                        Some((id, rule.as_str()))
+                    }
+                    Planned::Unknown => None,
+                };
+                crate::spans::record_route(&span, chosen);
+                planned.push(plan);
             }
             let principal = &request.principal;
             let dry_run = request.dry_run;

@@ -19,6 +19,7 @@ pub mod mcp_sessions;
 pub mod metrics;
 pub mod mrtr;
 pub mod openapi;
+mod spans;
 mod subscriptions;
 mod uri_template;
 pub mod visible;

@@ -8,7 +8,8 @@
 //! catalog.
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
-//! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
+//! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `trace_context` (W3C trace context
+//! into each backend call's `_meta`), `supervise`, `events`,
 //! and `pool` (the public face).
 
 pub mod cache;
@@ -27,6 +28,7 @@ pub mod relay;
 mod supervise;
 #[cfg(test)]
 mod testing;
+pub mod trace_context;
 mod upstream;
 
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};

@@ -14,6 +14,7 @@ mod governance_pins;
 mod governance_policy;
 mod http_backend;
 mod inspector;
+mod otel;
 mod overlaps;
 mod protocol;
 mod real_servers;
