@@ -1,6 +1,6 @@
 //! OpenTelemetry traces: toolforge's own `tracing` spans (target
 //! [`toolforge_mcp::trace_context::SPAN_TARGET`]: `request`, `tools/call`, `selection`,
-//! `backend call`, `model call`) exported over OTLP/HTTP with protobuf bodies.
+//! `agent run`, `backend call`, `model call`) exported over OTLP/HTTP with protobuf bodies.
 //!
 //! [`config::init_tracing`](crate::config::init_tracing) reads the environment into
 //! [`TraceSettings`] and, when an exporter is set, adds [`Traces::layer`] to the subscriber;

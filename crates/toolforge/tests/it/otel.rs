@@ -83,7 +83,7 @@ impl Received {
 }
 
 impl Received {
-    /// Waits (at most 60 s) for a span `pick` accepts; a copy of it.
+    /// Waits (at most 20 s) for a span `pick` accepts; a copy of it.
     async fn wait_for_any(&self, pick: impl Fn(&Span) -> bool) -> Span {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -94,7 +94,7 @@ impl Received {
             let all: Vec<String> = self.spans.lock().unwrap().iter().map(describe).collect();
             assert!(
                 tokio::time::timeout_at(deadline, arrived).await.is_ok(),
-                "the span did not arrive within 60 s; received: {all:#?}"
+                "the span did not arrive within 20 s; received: {all:#?}"
             );
         }
     }
