@@ -499,15 +499,15 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             crate::identity::authenticate,
         ));
     }
-    router
+    let router = router
         // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,
         ))
         .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
-        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe))
-        .layer(axum::middleware::from_fn(crate::spans::request_span))
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe));
+    crate::spans::traced(router)
 }
 
 /// Serves [`router`] on `listener` until `opts.cancel` is cancelled (a hard stop: connections

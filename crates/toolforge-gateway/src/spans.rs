@@ -24,8 +24,19 @@ pub(crate) struct RequestSpan(pub Span);
 /// Longest tool name recorded (a name a client made up may be anything).
 const MAX_NAME: usize = 128;
 
+/// `router` with [`request_span`] around every route when the spans are exported (the
+/// subscriber is installed before the router is built); as it is otherwise, since a middleware
+/// costs allocations on every request even when it only passes the request on.
+pub(crate) fn traced(router: axum::Router) -> axum::Router {
+    if tracing::span_enabled!(target: SPAN_TARGET, tracing::Level::INFO) {
+        router.layer(axum::middleware::from_fn(request_span))
+    } else {
+        router
+    }
+}
+
 /// Wraps every HTTP request in a `request` span (kept open until the response body ends).
-pub(crate) async fn request_span(mut req: Request, next: Next) -> Response {
+async fn request_span(mut req: Request, next: Next) -> Response {
     let span = tracing::info_span!(
         target: SPAN_TARGET,
         "request",

@@ -267,15 +267,19 @@ async fn traced_attempt(
     attempt: u32,
 ) -> Result<CallToolResult, AttemptError> {
     let span = trace_context::backend_call_span(&up.cfg.name, &params.name, attempt);
-    if span.is_disabled() {
-        return attempt_call(up, params, ctx, deadline, cancel).await;
-    }
-    let mut params = params.clone();
-    trace_context::inject(&span, &mut params.meta);
-    let result = attempt_call(up, &params, ctx, deadline, cancel)
+    // Boxed, and one future either way: the untraced call's future does not grow.
+    let traced: Option<Box<CallToolRequestParams>> = (!span.is_disabled()).then(|| {
+        let mut with_context = Box::new(params.clone());
+        trace_context::inject(&span, &mut with_context.meta);
+        with_context
+    });
+    let params = traced.as_deref().unwrap_or(params);
+    let result = attempt_call(up, params, ctx, deadline, cancel)
         .instrument(span.clone())
         .await;
-    trace_context::record_outcome(&span, trace_context::outcome(&result));
+    if !span.is_disabled() {
+        trace_context::record_outcome(&span, trace_context::outcome(&result));
+    }
     result
 }
 
