@@ -423,3 +423,48 @@ async fn chat_sends_its_run_as_one_trace_before_it_exits() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_streamable_http_backend_on_2026_07_28_continues_the_trace() {
+    // The backend is another toolforge (exporting too) fronting the `_meta` reporter; the front
+    // reaches it over Streamable HTTP in the 2026-07-28 era.
+    let (url, received) = collector().await;
+    let back = served(&url).await;
+    let front_config = json!({"mcpServers": {"back": {
+        "url": back.mcp(),
+        "protocol": "2026-07-28"
+    }}});
+    let front = Served::start_full(&front_config, &exporting(&url, "50"), &["--stateless"]).await;
+    let health = front
+        .wait_health(60, |h| server_state(h, "back")["state"] == "ready")
+        .await;
+    assert_eq!(server_state(&health, "back")["state"], "ready", "{health}");
+
+    let meta = call(
+        &front,
+        Some(&format!("00-{TRACE}-{CLIENT_SPAN}-01")),
+        json!({}),
+    )
+    .await;
+    // Front: request › tools/call › backend call; back: tools/call (from `_meta`) › backend call.
+    let spans = received
+        .wait_for(TRACE, |s| named(s, "backend call").len() >= 2)
+        .await;
+    let front_call = named(&spans, "backend call")
+        .into_iter()
+        .find(|s| text_attr(s, "toolforge.server") == Some("back"))
+        .expect("the front's backend call");
+    let back_mcp = named(&spans, "tools/call")
+        .into_iter()
+        .find(|s| s.parent_span_id == front_call.span_id)
+        .unwrap_or_else(|| {
+            panic!("the back's tools/call under the front's backend call: {spans:#?}")
+        });
+    let back_call = named(&spans, "backend call")
+        .into_iter()
+        .find(|s| text_attr(s, "toolforge.server") == Some("meta"))
+        .expect("the back's backend call");
+    assert_eq!(back_call.parent_span_id, back_mcp.span_id);
+    let want = format!("00-{TRACE}-{}-01", hex(&back_call.span_id));
+    assert_eq!(meta["traceparent"], want.as_str(), "{meta}");
+}
