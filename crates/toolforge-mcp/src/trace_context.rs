@@ -206,6 +206,39 @@ mod tests {
     }
 
     #[test]
+    fn a_backend_call_carries_its_own_traceparent_and_keeps_the_other_meta_keys() {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = backend_call_span("s", "t", 1);
+            assert!(continue_from(&span, PARENT, Some("vendor=v")));
+            let meta: RequestMetaObject = serde_json::from_value(serde_json::json!({
+                "traceparent": "00-11111111111111111111111111111111-2222222222222222-01",
+                "tracestate": "stale=1",
+                "progressToken": 7,
+                "example/key": "kept"
+            }))
+            .expect("a request _meta");
+            let mut meta = Some(meta);
+            inject(&span, &mut meta);
+            let meta = meta.expect("written");
+            let ours = span_context(&span);
+            assert_eq!(
+                ours.trace_id().to_string(),
+                "0af7651916cd43dd8448eb211c80319c"
+            );
+            assert_eq!(meta.get_traceparent(), Some(format(&ours).as_str()));
+            assert_ne!(ours.span_id().to_string(), "b7ad6b7169203331");
+            assert_eq!(meta.get_tracestate(), Some("vendor=v"));
+            assert_eq!(meta["progressToken"], 7);
+            assert_eq!(meta["example/key"], "kept");
+        });
+    }
+
+    #[test]
     fn without_an_exporter_nothing_is_written_into_meta() {
         // No subscriber here: the span is disabled, so there is no trace to carry.
         let span = backend_call_span("s", "t", 1);
