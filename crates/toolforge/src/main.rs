@@ -6,6 +6,7 @@ mod cmd;
 mod config;
 mod embedder;
 mod otel;
+mod otel_stderr;
 mod state_key;
 
 use clap::{Parser, Subcommand};

@@ -1,6 +1,7 @@
 //! OpenTelemetry traces: toolforge's own `tracing` spans (target
 //! [`toolforge_mcp::trace_context::SPAN_TARGET`]: `request`, `tools/call`, `selection`,
-//! `agent run`, `backend call`, `model call`) exported over OTLP/HTTP with protobuf bodies.
+//! `agent run`, `backend call`, `model call`) exported over OTLP/HTTP with protobuf bodies, or
+//! written to stderr as JSON lines (`crate::otel_stderr`).
 //!
 //! [`config::init_tracing`](crate::config::init_tracing) reads the environment into
 //! [`TraceSettings`] and, when an exporter is set, adds [`Traces::layer`] to the subscriber;
@@ -33,12 +34,15 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum TracesExporter {
     /// No traces (the default): no layer is installed.
     Off,
+    /// One JSON object per span and line, on stderr (`stdout` or `console`).
+    Stdout,
     /// OTLP over HTTP with protobuf bodies, to this URL (the full `/v1/traces` URL).
     Otlp { url: String },
 }
 
 impl TracesExporter {
-    /// From `OTEL_TRACES_EXPORTER` ("none"/"" → Off, "otlp" → Otlp), with the endpoint from
+    /// From `OTEL_TRACES_EXPORTER` ("none"/"" → Off, "stdout"/"console" → Stdout, "otlp" →
+    /// Otlp), with the endpoint from
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is) or else `OTEL_EXPORTER_OTLP_ENDPOINT`
     /// (a base URL: `/v1/traces` is appended), default `http://localhost:4318/v1/traces`.
     /// Matching ignores ASCII case and surrounding whitespace; empty values count as unset.
@@ -53,6 +57,7 @@ impl TracesExporter {
         }
         match value.to_ascii_lowercase().as_str() {
             "" | "none" => Ok(Self::Off),
+            "stdout" | "console" => Ok(Self::Stdout),
             "otlp" => {
                 let url = match (given(traces_endpoint), given(base_endpoint)) {
                     (Some(url), _) => url.to_owned(),
@@ -64,7 +69,7 @@ impl TracesExporter {
                 Ok(Self::Otlp { url })
             }
             _ => Err(format!(
-                "OTEL_TRACES_EXPORTER={value:?} is not supported; accepted values: \"none\" (or empty), \"otlp\""
+                "OTEL_TRACES_EXPORTER={value:?} is not supported; accepted values: \"none\" (or empty), \"stdout\", \"console\", \"otlp\""
             )),
         }
     }
@@ -93,15 +98,6 @@ impl Traces {
     /// exporter's HTTP client is built here), and no async runtime may be running on this
     /// thread (the client is reqwest's blocking one).
     pub fn start(settings: TraceSettings) -> Result<Option<Traces>, String> {
-        let TracesExporter::Otlp { url } = settings.exporter else {
-            return Ok(None);
-        };
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(url.clone())
-            .build()
-            .map_err(|e| format!("cannot set up the OTLP trace exporter for {url}: {e}"))?;
         let mut batch = BatchConfigBuilder::default();
         if let Some(delay) = settings.schedule_delay {
             batch = batch.with_scheduled_delay(delay);
@@ -109,9 +105,26 @@ impl Traces {
         if let Some(size) = settings.max_queue_size {
             batch = batch.with_max_queue_size(size.max(1));
         }
-        let processor = BatchSpanProcessor::builder(exporter)
-            .with_batch_config(batch.build())
-            .build();
+        let batch = batch.build();
+        let processor = match settings.exporter {
+            TracesExporter::Off => return Ok(None),
+            TracesExporter::Stdout => {
+                BatchSpanProcessor::builder(crate::otel_stderr::JsonLinesSpans::default())
+                    .with_batch_config(batch)
+                    .build()
+            }
+            TracesExporter::Otlp { url } => {
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(url.clone())
+                    .build()
+                    .map_err(|e| format!("cannot set up the OTLP trace exporter for {url}: {e}"))?;
+                BatchSpanProcessor::builder(exporter)
+                    .with_batch_config(batch)
+                    .build()
+            }
+        };
         let service = settings
             .service_name
             .filter(|s| !s.trim().is_empty())
@@ -167,6 +180,10 @@ mod tests {
         assert_eq!(
             TracesExporter::parse(None, None, None),
             Ok(TracesExporter::Off)
+        );
+        assert_eq!(
+            TracesExporter::parse(Some("Console"), None, None),
+            Ok(TracesExporter::Stdout)
         );
         assert_eq!(
             TracesExporter::parse(Some(" None "), Some("http://x"), None),
