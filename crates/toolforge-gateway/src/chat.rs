@@ -273,11 +273,13 @@ fn spawn_run(
     request.cancel = Some(cancel.clone());
     let agent = state.agent.clone();
     let metrics = state.metrics.clone();
-    let handle = tokio::spawn(async move {
+    // The run's spans belong to this request's (the run goes on in a task of its own).
+    let run = async move {
         let result = agent.run(request, events).await;
         metrics.agent_run(&result);
         result
-    });
+    };
+    let handle = tokio::spawn(tracing::Instrument::in_current_span(run));
     (handle, cancel.drop_guard())
 }
 

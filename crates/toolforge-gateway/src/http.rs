@@ -411,7 +411,7 @@ pub const SESSION_GONE_MESSAGE: &str = "session not found or expired (the replic
      may have restarted): start a new session by sending initialize without Mcp-Session-Id";
 
 /// The route label of a request: the router's pattern, `/mcp` for everything under it.
-fn route_label(req: &Request) -> String {
+pub(crate) fn route_label(req: &Request) -> String {
     match req.extensions().get::<axum::extract::MatchedPath>() {
         Some(p) if p.as_str().starts_with("/mcp") => "/mcp".to_owned(),
         Some(p) => p.as_str().to_owned(),
@@ -532,14 +532,15 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             crate::identity::authenticate,
         ));
     }
-    router
+    let router = router
         // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,
         ))
         .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
-        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe))
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe));
+    crate::spans::traced(router)
 }
 
 /// Serves [`router`] on `listener` until `opts.cancel` is cancelled (a hard stop: connections

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod mrtr;
 pub mod openapi;
 pub mod parked;
+mod spans;
 mod subscriptions;
 mod uri_template;
 pub mod visible;

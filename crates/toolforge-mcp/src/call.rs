@@ -20,8 +20,10 @@ use rmcp::{ErrorData as McpError, Peer, RoleClient};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolforge_retry::{Attempted, Decision, Failure, GiveUp, Jitter, RetryPolicy, SystemJitter};
+use tracing::Instrument as _;
 
 use crate::relay::{CallGuard, Caller};
+use crate::trace_context;
 use crate::upstream::{ServerState, Upstream};
 
 /// Why a call failed.
@@ -240,9 +242,11 @@ pub(crate) async fn call_tool(
         cancel: &cancel,
     };
     let (params, ctx, stop) = (&params, &ctx, &cancel);
+    let mut attempt = 0;
     let (result, attempts, retry_reason) =
         with_retries(retrying, &mut SystemJitter, &up.cfg.name, move || {
-            attempt_call(up, params, ctx, deadline, stop)
+            attempt += 1;
+            traced_attempt(up, params, ctx, (deadline, stop), attempt)
         })
         .await?;
     Ok(CallOutcome {
@@ -251,6 +255,32 @@ pub(crate) async fn call_tool(
         retry_reason,
         guarded: Vec::new(),
     })
+}
+
+/// One attempt in its `backend call` span, whose `traceparent` the request's `_meta` carries
+/// (`crate::trace_context`); just the attempt when no trace is exported.
+async fn traced_attempt(
+    up: &Upstream,
+    params: &CallToolRequestParams,
+    ctx: &CallContext,
+    (deadline, cancel): (Instant, &CancellationToken),
+    attempt: u32,
+) -> Result<CallToolResult, AttemptError> {
+    let span = trace_context::backend_call_span(&up.cfg.name, &params.name, attempt);
+    // Boxed, and one future either way: the untraced call's future does not grow.
+    let traced: Option<Box<CallToolRequestParams>> = (!span.is_disabled()).then(|| {
+        let mut with_context = Box::new(params.clone());
+        trace_context::inject(&span, &mut with_context.meta);
+        with_context
+    });
+    let params = traced.as_deref().unwrap_or(params);
+    let result = attempt_call(up, params, ctx, deadline, cancel)
+        .instrument(span.clone())
+        .await;
+    if !span.is_disabled() {
+        trace_context::record_outcome(&span, trace_context::outcome(&result));
+    }
+    result
 }
 
 /// One `tools/call`, from waiting for a ready connection to the answer.

@@ -8,8 +8,9 @@
 //! catalog.
 //!
 //! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
-//! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `supervise`, `events`,
-//! `relay` and `asks` (what a backend asks during a call, for that call's client), `listen`
+//! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `trace_context` (W3C
+//! trace context into each backend call's `_meta`), `supervise`, `events`, `relay` and `asks`
+//! (what a backend asks during a call, for that call's client), `listen`
 //! (`subscriptions/listen` on 2026-07-28 backends),
 //! and `pool` (the public face).
 
@@ -31,6 +32,7 @@ pub mod relay;
 mod supervise;
 #[cfg(test)]
 mod testing;
+pub mod trace_context;
 mod upstream;
 
 pub use asks::{Ask, Asks};

@@ -6,16 +6,66 @@
 //! are not exported to the MCP servers toolforge starts.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
-/// Logs go to stderr: stdout belongs to the MCP stdio protocol and to command results.
-pub fn init_tracing() {
+use crate::otel::{TraceSettings, Traces, TracesExporter};
+
+/// Logs go to stderr: stdout belongs to the MCP stdio protocol and to command results. With
+/// `OTEL_TRACES_EXPORTER=otlp`, toolforge's spans are exported too (see [`crate::otel`]); the
+/// returned handle flushes them at exit. Call after [`init_tls`], before the async runtime.
+///
+/// # Errors
+/// An unsupported `OTEL_TRACES_EXPORTER`, a malformed `OTEL_BSP_*` number, or an exporter that
+/// cannot be built.
+pub fn init_tracing() -> Result<Option<Traces>, String> {
     let filter = env("RUST_LOG")
         .and_then(|directives| EnvFilter::try_new(directives).ok())
         .unwrap_or_else(|| EnvFilter::new("info,rmcp=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // The exported spans are not log lines: the log never shows them, whatever RUST_LOG says.
+    let filter = match format!("{}=off", toolforge_mcp::trace_context::SPAN_TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_filter(filter);
+    let traces = Traces::start(trace_settings()?)?;
+    // Two shapes rather than an optional layer: with no exporter the spans stay disabled.
+    let _ = match &traces {
+        Some(t) => tracing_subscriber::registry()
+            .with(logs)
+            .with(t.layer())
+            .try_init(),
+        None => tracing_subscriber::registry().with(logs).try_init(),
+    };
+    Ok(traces)
+}
+
+/// `OTEL_TRACES_EXPORTER`, its endpoint, `OTEL_SERVICE_NAME` and the batch processor's
+/// `OTEL_BSP_SCHEDULE_DELAY` (milliseconds) and `OTEL_BSP_MAX_QUEUE_SIZE`.
+fn trace_settings() -> Result<TraceSettings, String> {
+    let number = |name: &str| {
+        env(name)
+            .map(|v| {
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| format!("{name} is \"{v}\", which is not a whole number"))
+            })
+            .transpose()
+    };
+    Ok(TraceSettings {
+        exporter: TracesExporter::parse(
+            env("OTEL_TRACES_EXPORTER").as_deref(),
+            env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").as_deref(),
+            env("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
+        )?,
+        service_name: env("OTEL_SERVICE_NAME"),
+        schedule_delay: number("OTEL_BSP_SCHEDULE_DELAY")?.map(std::time::Duration::from_millis),
+        max_queue_size: number("OTEL_BSP_MAX_QUEUE_SIZE")?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    })
 }
 
 /// reqwest is built without a bundled crypto provider (ring is much cheaper to build than

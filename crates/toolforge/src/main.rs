@@ -5,6 +5,8 @@ mod agent;
 mod cmd;
 mod config;
 mod embedder;
+mod otel;
+mod otel_stderr;
 mod state_key;
 
 use clap::{Parser, Subcommand};
@@ -58,8 +60,14 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    config::init_tracing();
     config::init_tls();
+    let traces = match config::init_tracing() {
+        Ok(traces) => traces,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -74,6 +82,10 @@ fn main() -> std::process::ExitCode {
     // Commands flush what they own before returning; a blocking reader still parked on a child's
     // pipe must not hold the process open.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // What the run left in the span queue goes out now (a drained `serve`, a finished `chat`).
+    if let Some(traces) = &traces {
+        traces.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(err) => {

@@ -61,15 +61,26 @@ impl Agent {
         let planned: Vec<Planned> = uses
             .iter()
             .map(|(_, name, input)| {
-                route(
-                    &prepared.presentation,
-                    &prepared.selection,
-                    prepared.prompt_vector.as_deref(),
-                    &request.message,
-                    &state.history,
-                    name,
-                    input,
-                )
+                let span = crate::spans::route();
+                let plan = span.in_scope(|| {
+                    route(
+                        &prepared.presentation,
+                        &prepared.selection,
+                        prepared.prompt_vector.as_deref(),
+                        &request.message,
+                        &state.history,
+                        name,
+                        input,
+                    )
+                });
+                let chosen = match &plan {
+                    Planned::Run { id, rule, .. } | Planned::Invalid { id, rule, .. } => {
+                        Some((id, rule.as_str()))
+                    }
+                    Planned::Unknown => None,
+                };
+                crate::spans::record_route(&span, chosen);
+                plan
             })
             .collect();
         let futures = uses.iter().zip(&planned).map(|((_, _, input), plan)| {

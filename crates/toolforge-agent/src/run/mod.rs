@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use toolforge_llm::embed::Embedder;
 use toolforge_llm::{InputBound, Message, Model, ModelRequest, Role, StopReason, Usage};
 use toolforge_select::{Selection, ToolId};
+use tracing::Instrument as _;
 
 use offer::Prepared;
 
@@ -142,7 +143,13 @@ impl Agent {
         request: RunRequest,
         events: Option<mpsc::UnboundedSender<RunEvent>>,
     ) -> RunResult {
-        let result = self.run_inner(request, events).await;
+        let span = crate::spans::run(request.dry_run);
+        let result = self
+            .run_inner(request, events)
+            .instrument(span.clone())
+            .await;
+        crate::spans::record_run(&span, &result);
+        drop(span);
         if let Some(m) = &self.metrics {
             m.record_run(&result);
         }
@@ -282,15 +289,24 @@ impl Agent {
                     max_tokens < self.config.max_tokens
                 }
             };
-            let response = match self.model.complete(&model_request).await {
+            let span = crate::spans::model_call(self.model.provider(), self.model.model());
+            let called = self
+                .model
+                .complete(&model_request)
+                .instrument(span.clone())
+                .await;
+            let response = match called {
                 Ok(r) => r,
                 Err(e) => {
+                    crate::spans::record_model_error(&span);
                     state.result.error = Some(e.to_string());
                     return Ended::Halted(HaltReason::ModelError);
                 }
             };
             state.result.model_calls += 1;
             let cost = guard.record(bound, &response.usage);
+            crate::spans::record_model_call(&span, &response.usage, cost);
+            drop(span);
             state.result.usage.add(&response.usage);
             let calls_tools = !response.tool_uses().is_empty();
             if response.stop_reason == StopReason::MaxTokens || !calls_tools {

@@ -60,12 +60,17 @@ impl Agent {
         let (query_vectors, prompt_vector) =
             self.request_vectors(&selection, &request.message).await;
         let visible_ids: HashSet<ToolId> = visible.tools().map(|t| t.id()).collect();
-        let offer = selection.offer(&OfferRequest {
-            message: &request.message,
-            intent: None,
-            visible: Some(&visible_ids),
-            query_vectors: query_vectors.as_deref(),
+        let span = crate::spans::offer();
+        let offer = span.in_scope(|| {
+            selection.offer(&OfferRequest {
+                message: &request.message,
+                intent: None,
+                visible: Some(&visible_ids),
+                query_vectors: query_vectors.as_deref(),
+            })
         });
+        crate::spans::record_offer(&span, offer.tools.len(), offer.left_out.len());
+        drop(span);
         let rationale = offer.summary();
         if !offer.left_out.is_empty() {
             tracing::info!(

@@ -10,6 +10,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use toolforge_mcp::CallContext;
 use toolforge_select::ToolId;
+use tracing::Instrument as _;
 
 use crate::mrtr::{self};
 use crate::visible::Scope;
@@ -153,7 +154,11 @@ impl Gateway {
         let name = req.name.to_string();
         let arguments = Value::Object(req.arguments.clone().unwrap_or_default());
         let mut trail = Trail::default();
-        let outcome = self.call_traced(req, ctx, &mut trail).await;
+        let span = crate::spans::mcp_span(&ctx, &name);
+        let outcome = self
+            .call_traced(req, ctx, &mut trail)
+            .instrument(span)
+            .await;
         let step = self
             .steps
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -180,11 +185,21 @@ impl Gateway {
         let name = req.name.to_string();
         // A retry of a call parked on this replica (its backend asked mid-call).
         let mut parked = None;
+        let span = crate::spans::selection_span();
         let routed = match req.request_state.take() {
             // A retry after `input_required`: the same server and tool, from the sealed state.
-            Some(sealed) => self.resumed(&ctx, &name, &sealed, &mut req, &mut parked),
-            None => self.routed(&ctx, &name, &req).await,
+            Some(sealed) => {
+                span.in_scope(|| self.resumed(&ctx, &name, &sealed, &mut req, &mut parked))
+            }
+            None => {
+                self.routed(&ctx, &name, &req)
+                    .instrument(span.clone())
+                    .await
+            }
         };
+        let chosen = routed.as_ref().ok().map(|r| (&r.id, r.rule));
+        crate::spans::record_selection(&span, chosen);
+        drop(span);
         let routed = match routed {
             Ok(r) => r,
             Err(e) => {

@@ -14,6 +14,7 @@ mod governance_pins;
 mod governance_policy;
 mod http_backend;
 mod inspector;
+mod otel;
 mod overlaps;
 mod protocol;
 mod real_servers;
@@ -185,6 +186,8 @@ pub async fn python_client(args: &[String]) -> Value {
         tokio::process::Command::new(python)
             .arg(script)
             .args(args)
+            // A `gateway --stdio` the client starts writes no trace into the source tree.
+            .env("TRACE_SINK", "off")
             .kill_on_drop(true)
             .output(),
     )

@@ -16,6 +16,8 @@ async fn python(script: &str, args: &[String]) -> Value {
         tokio::process::Command::new(tool("venv/bin/python"))
             .arg(root().join("crates/toolforge/tests/python").join(script))
             .args(args)
+            // A `gateway --stdio` the client starts writes no trace into the source tree.
+            .env("TRACE_SINK", "off")
             .kill_on_drop(true)
             .output(),
     )

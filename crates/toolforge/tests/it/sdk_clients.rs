@@ -46,6 +46,8 @@ async fn run(program: &std::path::Path, args: &[String], envs: &[(&str, String)]
         Duration::from_secs(120),
         tokio::process::Command::new(program)
             .args(args)
+            // A `gateway --stdio` the client starts writes no trace into the source tree.
+            .env("TRACE_SINK", "off")
             .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
