@@ -1,8 +1,11 @@
 //! What the HTTP providers (`anthropic`, `openai`) share about a failed attempt: how it maps to
-//! the retry policy of `toolforge-retry`, and how the final error reads once attempts are used
-//! up.
+//! the retry policy of `toolforge-retry`, the one loop that retries it ([`with_retries`]), and
+//! how the final error reads once attempts are used up.
 
-use toolforge_retry::Failure as RetryFailure;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use toolforge_retry::{Attempted, Decision, Failure as RetryFailure, RetryPolicy, SystemJitter};
 
 use crate::model::ModelError;
 
@@ -23,6 +26,56 @@ impl Failure {
             error,
             kind: RetryFailure::Rejected,
         }
+    }
+}
+
+/// Runs `attempt` until it succeeds or the policy gives up: `max_attempts` in all, full-jitter
+/// waits from `base`, every attempt and wait within `timeout` of the call's start (each attempt
+/// is handed the time left). A completion has no effect beyond its answer, so it counts as
+/// idempotent; whether a failure is worth another attempt is the policy's call on its kind.
+pub async fn with_retries<T, F, Fut>(
+    provider: &'static str,
+    max_attempts: u32,
+    base: Duration,
+    timeout: Duration,
+    mut attempt: F,
+) -> Result<T, ModelError>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let policy = RetryPolicy { max_attempts, base };
+    let deadline = Instant::now() + timeout;
+    let mut attempts = 1;
+    loop {
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let Failure { error, kind } = match attempt(limit).await {
+            Ok(answer) => return Ok(answer),
+            Err(failure) => failure,
+        };
+        let call = Attempted {
+            attempts,
+            idempotent: true,
+            now: Instant::now(),
+            deadline,
+        };
+        let wait = match policy.decide(kind, call, &mut SystemJitter) {
+            Decision::Retry { after } => after,
+            Decision::GiveUp(why) => {
+                tracing::debug!(provider, attempt = attempts, "not retried: {why}");
+                return Err(gave_up(error, attempts));
+            }
+        };
+        tracing::warn!(
+            provider,
+            attempt = attempts,
+            max_attempts = policy.max_attempts,
+            wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            error = %error,
+            "Model call failed; retrying."
+        );
+        tokio::time::sleep(wait).await;
+        attempts += 1;
     }
 }
 

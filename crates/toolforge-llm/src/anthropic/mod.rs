@@ -27,14 +27,14 @@
 //! is returned, so a retry can never duplicate output the caller has already seen.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
-use toolforge_retry::{Attempted, Decision, Failure as RetryFailure, RetryPolicy, SystemJitter};
+use toolforge_retry::{Failure as RetryFailure, RetryPolicy};
 use tracing::warn;
 
 mod stream;
@@ -47,7 +47,7 @@ use wire::{
 };
 
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
-use crate::provider_http::{Failure, error_chain, gave_up, quote, transport_kind};
+use crate::provider_http::{Failure, error_chain, quote, transport_kind, with_retries};
 
 /// Anthropic's public endpoint (`/v1/messages` is appended).
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -328,43 +328,15 @@ impl Model for AnthropicModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let body = self.encode(request)?;
-            let policy = RetryPolicy {
-                max_attempts: self.config.max_attempts,
-                base: self.config.retry_base,
-            };
-            // One deadline for every attempt and wait: `timeout` from the call's start.
-            let deadline = Instant::now() + self.config.timeout;
-            let mut attempt = 1;
-            loop {
-                let limit = deadline.saturating_duration_since(Instant::now());
-                let Failure { error, kind } = match self.attempt(&body, limit).await {
-                    Ok(response) => return Ok(response),
-                    Err(failure) => failure,
-                };
-                let call = Attempted {
-                    attempts: attempt,
-                    idempotent: true, // a completion has no effect beyond its answer
-                    now: Instant::now(),
-                    deadline,
-                };
-                let wait = match policy.decide(kind, call, &mut SystemJitter) {
-                    Decision::Retry { after } => after,
-                    Decision::GiveUp(why) => {
-                        tracing::debug!(provider = PROVIDER, attempt, "not retried: {why}");
-                        return Err(gave_up(error, attempt));
-                    }
-                };
-                warn!(
-                    provider = PROVIDER,
-                    attempt,
-                    max_attempts = policy.max_attempts,
-                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    error = %error,
-                    "Model call failed; retrying."
-                );
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-            }
+            let config = &self.config;
+            with_retries(
+                PROVIDER,
+                config.max_attempts,
+                config.retry_base,
+                config.timeout,
+                |limit| self.attempt(&body, limit),
+            )
+            .await
         })
     }
 }

@@ -29,13 +29,13 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
-use toolforge_retry::{Attempted, Decision, Failure as RetryFailure, RetryPolicy, SystemJitter};
+use toolforge_retry::{Failure as RetryFailure, RetryPolicy};
 use tracing::warn;
 
 mod stream;
@@ -45,7 +45,7 @@ use stream::{Assembler, WireChunk};
 use wire::{Answer, ErrorBody, PROVIDER, bad_response, parse_response, wire_request};
 
 use crate::model::{InputBound, Model, ModelError, ModelRequest, ModelResponse};
-use crate::provider_http::{Failure, error_chain, gave_up, quote, transport_kind};
+use crate::provider_http::{Failure, error_chain, quote, transport_kind, with_retries};
 
 /// OpenAI's public endpoint, version path included (`/chat/completions` is appended), as in the
 /// official SDKs' `OPENAI_BASE_URL`.
@@ -387,48 +387,19 @@ impl Model for OpenAiModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             let body = self.encode(request)?;
-            let policy = RetryPolicy {
-                max_attempts: self.config.max_attempts,
-                base: self.config.retry_base,
-            };
-            // One deadline for every attempt and wait: `timeout` from the call's start.
-            let deadline = Instant::now() + self.config.timeout;
-            let mut attempt = 1;
-            loop {
-                let limit = deadline.saturating_duration_since(Instant::now());
-                let Failure { error, kind } = match self.attempt(&body, limit).await {
-                    Ok(answer) => {
-                        if !answer.has_usage {
-                            self.note_missing_usage();
-                        }
-                        return Ok(answer.response);
-                    }
-                    Err(failure) => failure,
-                };
-                let call = Attempted {
-                    attempts: attempt,
-                    idempotent: true, // a completion has no effect beyond its answer
-                    now: Instant::now(),
-                    deadline,
-                };
-                let wait = match policy.decide(kind, call, &mut SystemJitter) {
-                    Decision::Retry { after } => after,
-                    Decision::GiveUp(why) => {
-                        tracing::debug!(provider = PROVIDER, attempt, "not retried: {why}");
-                        return Err(gave_up(error, attempt));
-                    }
-                };
-                warn!(
-                    provider = PROVIDER,
-                    attempt,
-                    max_attempts = policy.max_attempts,
-                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    error = %error,
-                    "Model call failed; retrying."
-                );
-                tokio::time::sleep(wait).await;
-                attempt += 1;
+            let config = &self.config;
+            let answer = with_retries(
+                PROVIDER,
+                config.max_attempts,
+                config.retry_base,
+                config.timeout,
+                |limit| self.attempt(&body, limit),
+            )
+            .await?;
+            if !answer.has_usage {
+                self.note_missing_usage();
             }
+            Ok(answer.response)
         })
     }
 }
