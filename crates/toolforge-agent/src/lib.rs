@@ -12,7 +12,7 @@ pub mod halt;
 pub mod metrics;
 pub mod run;
 pub mod session;
-mod spans;
+pub mod spans;
 pub mod trace;
 pub mod trace_verify;
 

@@ -57,8 +57,9 @@ pub(crate) fn record_offer(span: &Span, offered: usize, left_out: usize) {
     span.record("toolforge.selection.left_out", int(left_out as u64));
 }
 
-/// The `selection` span of routing one tool call the model asked for.
-pub(crate) fn route() -> Span {
+/// The `selection` span of routing one tool call (the model's, or a client's through the
+/// gateway): which server runs it; [`record_route`] fills it in.
+pub fn route() -> Span {
     tracing::info_span!(
         target: SPAN_TARGET,
         "selection",
@@ -70,7 +71,7 @@ pub(crate) fn route() -> Span {
 }
 
 /// Where a call went and by which rule (`None`: no tool has the name the model used).
-pub(crate) fn record_route(span: &Span, chosen: Option<(&ToolId, &str)>) {
+pub fn record_route(span: &Span, chosen: Option<(&ToolId, &str)>) {
     match chosen {
         Some((id, rule)) => {
             span.record("toolforge.server", id.server.as_str());

@@ -1,6 +1,7 @@
 //! The gateway's trace spans: `request` (each HTTP request, continuing the client's W3C
 //! `traceparent` header), `tools/call` (an MCP call, continuing the client's
-//! `_meta.traceparent` when it sent one) and `selection` (where a call goes, and why).
+//! `_meta.traceparent` when it sent one); its `selection` span (where a call goes, and why) is
+//! the agent's (`toolforge_agent::spans::route`), so both name a decision alike.
 //!
 //! They are `tracing` spans under [`SPAN_TARGET`], exported only when the binary installs an
 //! exporter; otherwise they are disabled and the middleware passes the request straight on.
@@ -12,7 +13,6 @@ use axum::response::Response;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use toolforge_mcp::trace_context::{self, SPAN_TARGET};
-use toolforge_select::ToolId;
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -101,32 +101,6 @@ pub(crate) fn mcp_span(ctx: &RequestContext<RoleServer>, tool: &str) -> Span {
         trace_context::continue_from(&span, parent, ctx.meta.get_tracestate());
     }
     span
-}
-
-/// The `selection` span: which server runs a call; [`record_selection`] fills it in.
-pub(crate) fn selection_span() -> Span {
-    tracing::info_span!(
-        target: SPAN_TARGET,
-        "selection",
-        toolforge.selection.operation = "route",
-        toolforge.server = Empty,
-        toolforge.tool = Empty,
-        toolforge.selection.rule = Empty,
-    )
-}
-
-/// The decision on a `selection` span (`None`: no tool answered to the name).
-pub(crate) fn record_selection(span: &Span, chosen: Option<(&ToolId, &str)>) {
-    match chosen {
-        Some((id, rule)) => {
-            span.record("toolforge.server", id.server.as_str());
-            span.record("toolforge.tool", id.name.as_str());
-            span.record("toolforge.selection.rule", rule);
-        }
-        None => {
-            span.record("toolforge.selection.rule", "none");
-        }
-    }
 }
 
 fn bounded(name: &str) -> &str {

@@ -185,7 +185,7 @@ impl Gateway {
         let name = req.name.to_string();
         // A retry of a call parked on this replica (its backend asked mid-call).
         let mut parked = None;
-        let span = crate::spans::selection_span();
+        let span = toolforge_agent::spans::route();
         let routed = match req.request_state.take() {
             // A retry after `input_required`: the same server and tool, from the sealed state.
             Some(sealed) => {
@@ -198,7 +198,7 @@ impl Gateway {
             }
         };
         let chosen = routed.as_ref().ok().map(|r| (&r.id, r.rule));
-        crate::spans::record_selection(&span, chosen);
+        toolforge_agent::spans::record_route(&span, chosen);
         drop(span);
         let routed = match routed {
             Ok(r) => r,
