@@ -507,9 +507,13 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         opts.cancel.clone(),
         &opts.console_admins,
     ));
+    let lists = Arc::downgrade(&shared);
+    let lists: crate::list_splice::Resolve =
+        Arc::new(move |marker| lists.upgrade()?.list_splice(marker));
     let mcp_guard = Arc::new(McpGuard::new(
         opts.max_body_bytes,
         (!opts.stateless).then(|| sessions.clone()),
+        Some(lists),
     ));
     let mcp = axum::Router::new()
         .nest_service(

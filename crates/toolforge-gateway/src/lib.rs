@@ -11,6 +11,7 @@ pub mod drain;
 mod group_annotations;
 pub mod http;
 pub mod identity;
+mod list_splice;
 pub mod listen;
 pub mod listener;
 pub mod mcp;

@@ -8,7 +8,10 @@
 //! - the session cap: a new session past `max_sessions` gets 503 with a JSON-RPC error;
 //! - request ids in flight: a request reusing the id of one still unanswered on the same session
 //!   is answered with an error at once (rmcp would route both answers to one of them and leave
-//!   the other waiting forever).
+//!   the other waiting forever);
+//! - `tools/list`: the request gets a [`ListSlot`] and its answer the cached tool array the
+//!   handler left there; a stream resumed with `Last-Event-ID` gets its replayed answer's
+//!   (`crate::list_splice`).
 
 use std::collections::HashSet;
 use std::pin::Pin;
@@ -24,6 +27,7 @@ use http_body::{Frame, SizeHint};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use crate::list_splice::{ListSlot, Resolve};
 use crate::mcp_sessions::CappedSessions;
 
 mod peek;
@@ -46,15 +50,22 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) struct McpGuard {
     pub(crate) max_body_bytes: usize,
     pub(crate) sessions: Option<Arc<CappedSessions>>,
+    /// The cached `tools/list` answers, by marker, for streams resumed with `Last-Event-ID`.
+    pub(crate) lists: Option<Resolve>,
     /// (session id, request id as JSON) of every request not yet answered.
     in_flight: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 impl McpGuard {
-    pub(crate) fn new(max_body_bytes: usize, sessions: Option<Arc<CappedSessions>>) -> Self {
+    pub(crate) fn new(
+        max_body_bytes: usize,
+        sessions: Option<Arc<CappedSessions>>,
+        lists: Option<Resolve>,
+    ) -> Self {
         Self {
             max_body_bytes,
             sessions,
+            lists,
             in_flight: Arc::default(),
         }
     }
@@ -178,7 +189,12 @@ fn check_params(method: &str, params: Option<&Value>, modern: bool) -> Result<()
 /// The `/mcp` guard (an axum middleware).
 pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Next) -> Response {
     if req.method() != Method::POST {
-        return next.run(req).await;
+        let resumed = req.method() == Method::GET && req.headers().contains_key("last-event-id");
+        let response = next.run(req).await;
+        return match (&g.lists, resumed) {
+            (Some(lists), true) => crate::list_splice::replayed(response, lists.clone()),
+            _ => response,
+        };
     }
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, g.max_body_bytes).await {
@@ -264,7 +280,16 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
     let mut req = Request::from_parts(parts, Body::from(bytes));
     req.headers_mut().remove(header::TRANSFER_ENCODING);
     req.headers_mut().insert(header::CONTENT_LENGTH, length);
-    let response = next.run(req).await;
+    // A `tools/list` may be answered from cached bytes (`crate::list_splice`).
+    let slot = (peeked.is_request && peeked.method.as_deref() == Some("tools/list"))
+        .then(ListSlot::default);
+    if let Some(slot) = &slot {
+        req.extensions_mut().insert(slot.clone());
+    }
+    let mut response = next.run(req).await;
+    if let Some(slot) = slot {
+        response = crate::list_splice::splice(response, slot).await;
+    }
     match claim {
         // The id stays taken until the answer has gone out (or the client left).
         Some(claim) => response.map(|body| {

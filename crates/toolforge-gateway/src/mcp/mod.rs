@@ -13,7 +13,8 @@
 
 //!
 //! One concern per file: `handler` is rmcp's `ServerHandler` and hands each request on;
-//! `tool_list` answers `tools/list` and search mode; `calls` routes and runs `tools/call` with
+//! `tool_list` answers `tools/list` and search mode (`list_cache` keeps its answers per catalog
+//! and scope); `calls` routes and runs `tools/call` with
 //! its MRTR rounds, `parking` one round of it at the pool (a call whose handshake-era backend
 //! asks a 2026-07-28 client is parked, `crate::parked`); `resources` and `prompts` (with completions) do the same for theirs;
 //! `events` carries pool events to sessions and listen streams.
@@ -23,6 +24,7 @@
 mod calls;
 mod events;
 mod handler;
+pub mod list_cache;
 mod parking;
 mod prompts;
 mod resources;
@@ -117,6 +119,8 @@ pub struct Shared {
     /// Every exposed tool as an MCP definition, built once per catalog: `tools/list`, a
     /// scoped list and `get_tool` read it instead of rebuilding definitions per request.
     listed_tools: Mutex<Option<Arc<tool_list::ListedTools>>>,
+    /// `tools/list` answers (serialised tool arrays) per catalog and visibility scope.
+    list_cache: list_cache::ListCache,
     pub tool_mode: ToolMode,
     /// Seals the state of calls waiting for the client's input (2026-07-28).
     seal: RwLock<Arc<StateSeal>>,
@@ -178,6 +182,7 @@ impl Shared {
             prepared: PreparedCache::default(),
             member_positions: Mutex::new(None),
             listed_tools: Mutex::new(None),
+            list_cache: list_cache::ListCache::default(),
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
             listeners: Arc::new(Listeners::default()),
@@ -234,6 +239,7 @@ impl Shared {
     pub fn set_rules(&self, rules: Rules) {
         *self.rules.write() = rules;
         *self.selection.lock() = None;
+        self.list_cache.clear();
     }
 
     /// The selection over the pool's current catalog, built once per catalog generation.
@@ -256,6 +262,18 @@ impl Shared {
         );
         *slot = Some((catalog, selection.clone()));
         selection
+    }
+
+    /// The splice of the kept `tools/list` answer whose placeholder is named `marker` (a
+    /// resumed stream replays it).
+    pub(crate) fn list_splice(&self, marker: &str) -> Option<crate::list_splice::Splice> {
+        self.list_cache.find(marker).map(|e| e.splice())
+    }
+
+    /// `tools/list` answers kept (entries, bytes of tool arrays).
+    #[must_use]
+    pub fn list_cache_usage(&self) -> (usize, usize) {
+        self.list_cache.usage()
     }
 
     pub(super) fn parked(&self) -> &Arc<ParkingLot> {

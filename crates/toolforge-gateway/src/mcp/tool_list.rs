@@ -12,7 +12,11 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use toolforge_select::ToolId;
 
+use axum::body::Bytes;
+
+use super::list_cache::ListEntry;
 use crate::group_annotations::group_annotations;
+use crate::list_splice::ListSlot;
 use crate::visible::{RequestChannels, Scope};
 use toolforge_select::presentation::Presentation;
 
@@ -296,35 +300,35 @@ impl Gateway {
         self.shared.pool.settled(START_GRACE).await;
         let channels = crate::visible::session_channels(&self.session_query, &ctx);
         self.listed.lock().clone_from(&Some(channels.clone()));
-        let mut query_matched = None;
-        let tools = if self.shared.visibility.is_open() && channels.is_empty() {
-            self.shared.tool_list()
-        } else {
-            let scope = self.shared.scope(&channels);
-            query_matched = scope.query_matched();
-            self.shared.scoped_tool_list(&scope)
+        let slot = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ListSlot>());
+        let (tools, narrowed, query_matched) = match slot {
+            // Over HTTP: the tool array from the cache, spliced into rmcp's answer by the guard.
+            Some(slot) => {
+                let legacy = !ctx.protocol_version().is_some_and(|v| {
+                    v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+                });
+                let entry = self.shared.cached_list(&channels, legacy);
+                slot.fill(entry.splice());
+                (
+                    vec![crate::list_splice::placeholder(&entry.marker)],
+                    entry.narrowed,
+                    entry.query_matched,
+                )
+            }
+            None => {
+                let answer = self.shared.list_answer(&channels);
+                (answer.tools, answer.narrowed, answer.query_matched)
+            }
         };
-        let listed = tools.len();
-        let tools = self.shared.offered(tools, &channels);
         let mut hints = self.cache_hints(&channels);
-        if tools.len() != listed {
+        if narrowed {
             // The broker narrowed it for this request's intent.
             hints.scope = CacheScope::Private;
         }
-        let mut result = hints.apply(ListToolsResult::with_all_items(
-            match &self.shared.tool_mode {
-                ToolMode::Direct => tools,
-                ToolMode::Search { pinned } => {
-                    let mut listed = search_meta_tools();
-                    listed.extend(
-                        tools
-                            .into_iter()
-                            .filter(|t| pinned.iter().any(|p| p == t.name.as_ref())),
-                    );
-                    listed
-                }
-            },
-        ));
+        let mut result = hints.apply(ListToolsResult::with_all_items(tools));
         if query_matched == Some(false) {
             // The search matched nothing, so the whole visible set is listed: say so.
             result
@@ -333,6 +337,99 @@ impl Gateway {
                 .insert(QUERY_MATCHED_META_KEY.to_owned(), Value::Bool(false));
         }
         Ok(result)
+    }
+}
+
+impl ListEntry {
+    /// What the guard splices into the answer rmcp frames around this entry's placeholder.
+    pub(crate) fn splice(&self) -> crate::list_splice::Splice {
+        crate::list_splice::Splice {
+            needle: crate::list_splice::needle(&self.marker),
+            tools: self.tools.clone(),
+        }
+    }
+}
+
+/// One `tools/list` answer before rmcp frames it.
+pub(super) struct ListAnswer {
+    pub(super) tools: Vec<McpTool>,
+    /// The broker narrowed the list for the request's intent.
+    pub(super) narrowed: bool,
+    /// Whether the request's search query matched (`None` without one).
+    pub(super) query_matched: Option<bool>,
+}
+
+impl Shared {
+    /// The `tools/list` answer for a request with `channels`.
+    pub(super) fn list_answer(&self, channels: &RequestChannels) -> ListAnswer {
+        let mut query_matched = None;
+        let tools = if self.visibility.is_open() && channels.is_empty() {
+            self.tool_list()
+        } else {
+            let scope = self.scope(channels);
+            query_matched = scope.query_matched();
+            self.scoped_tool_list(&scope)
+        };
+        let listed = tools.len();
+        let tools = self.offered(tools, channels);
+        let narrowed = tools.len() != listed;
+        let tools = match &self.tool_mode {
+            ToolMode::Direct => tools,
+            ToolMode::Search { pinned } => {
+                let mut listed = search_meta_tools();
+                listed.extend(
+                    tools
+                        .into_iter()
+                        .filter(|t| pinned.iter().any(|p| p == t.name.as_ref())),
+                );
+                listed
+            }
+        };
+        ListAnswer {
+            tools,
+            narrowed,
+            query_matched,
+        }
+    }
+
+    /// The `tools/list` answer for `channels` with its tool array serialised as rmcp writes it
+    /// to a peer of this era (`legacy`: before 2026-07-28), from the cache when it holds one
+    /// for the pool's current catalog.
+    pub(super) fn cached_list(&self, channels: &RequestChannels, legacy: bool) -> Arc<ListEntry> {
+        let catalog = self.pool.shared_catalog();
+        if let Some(entry) = self.list_cache.get(&catalog, legacy, channels) {
+            return entry;
+        }
+        let answer = self.list_answer(channels);
+        let mut result = rmcp::model::ServerResult::ListToolsResult(
+            ListToolsResult::with_all_items(answer.tools),
+        );
+        if legacy {
+            // What rmcp's handler does to a legacy peer's answer.
+            result.strip_non_object_output_for_legacy_peer();
+        }
+        let listed = match result {
+            rmcp::model::ServerResult::ListToolsResult(result) => result.tools,
+            _ => Vec::new(),
+        };
+        let tools = match serde_json::to_vec(&listed) {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(e) => {
+                tracing::warn!("tools/list: a tool definition did not serialise: {e}");
+                Bytes::from_static(b"[]")
+            }
+        };
+        let entry = Arc::new(ListEntry {
+            legacy,
+            channels: channels.clone(),
+            tools,
+            marker: crate::list_splice::new_marker(),
+            count: listed.len(),
+            narrowed: answer.narrowed,
+            query_matched: answer.query_matched,
+        });
+        self.list_cache.insert(&catalog, entry.clone());
+        entry
     }
 }
 

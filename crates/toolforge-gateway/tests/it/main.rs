@@ -4,6 +4,7 @@
 
 mod cancel;
 mod limits;
+mod list_cache;
 mod listener;
 mod sessions;
 
