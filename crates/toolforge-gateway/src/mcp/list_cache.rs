@@ -43,6 +43,8 @@ struct Inner {
     /// Most recently used first.
     entries: VecDeque<Arc<ListEntry>>,
     bytes: usize,
+    /// Bumped by [`ListCache::clear`]: an answer computed before a clear is not kept.
+    epoch: u64,
 }
 
 /// The cache (see the module's doc).
@@ -90,15 +92,25 @@ impl ListCache {
         Some(entry)
     }
 
-    /// Keeps `entry`, built from `catalog`, unless the cache has moved on to another catalog
-    /// or the entry alone is over the byte bound; evicts the least recently used past either
-    /// bound.
-    pub fn insert(&self, catalog: &Arc<Catalog>, entry: Arc<ListEntry>) {
+    /// The epoch to pass to [`ListCache::insert`] for an answer computed from now on.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.inner.lock().epoch
+    }
+
+    /// Keeps `entry`, built from `catalog` in `epoch` ([`ListCache::epoch`] read before it was
+    /// computed), unless the cache has moved on to another catalog or was cleared since (the
+    /// broker's rules changed while it was computed), or the entry alone is over the byte
+    /// bound; evicts the least recently used past either bound.
+    pub fn insert(&self, catalog: &Arc<Catalog>, epoch: u64, entry: Arc<ListEntry>) {
         let size = entry.tools.len();
         if size > MAX_BYTES {
             return;
         }
         let mut inner = self.inner.lock();
+        if inner.epoch != epoch {
+            return;
+        }
         match &inner.catalog {
             Some(c) if Arc::ptr_eq(c, catalog) => {}
             Some(_) => return,
@@ -133,6 +145,7 @@ impl ListCache {
         let mut inner = self.inner.lock();
         inner.entries.clear();
         inner.bytes = 0;
+        inner.epoch += 1;
     }
 
     /// Entries kept, and their bytes.
@@ -175,7 +188,7 @@ mod tests {
         let cache = ListCache::default();
         let c = catalog();
         assert!(cache.get(&c, false, &channels("a")).is_none());
-        cache.insert(&c, entry("a", 10));
+        cache.insert(&c, 0, entry("a", 10));
         assert!(cache.get(&c, false, &channels("b")).is_none());
         assert!(
             cache.get(&c, true, &channels("a")).is_none(),
@@ -197,12 +210,12 @@ mod tests {
         let cache = ListCache::default();
         let (old, new) = (catalog(), catalog());
         cache.get(&old, false, &channels("a"));
-        cache.insert(&old, entry("a", 10));
+        cache.insert(&old, 0, entry("a", 10));
         assert!(cache.get(&old, false, &channels("a")).is_some());
         assert!(cache.get(&new, false, &channels("a")).is_none());
         assert_eq!(cache.usage(), (0, 0));
         // An answer built from the old catalog is not kept once the cache moved on.
-        cache.insert(&old, entry("a", 10));
+        cache.insert(&old, 0, entry("a", 10));
         assert_eq!(cache.usage(), (0, 0));
     }
 
@@ -212,7 +225,7 @@ mod tests {
         let c = catalog();
         cache.get(&c, false, &channels("x"));
         for i in 0..MAX_ENTRIES * 3 {
-            cache.insert(&c, entry(&i.to_string(), 1));
+            cache.insert(&c, 0, entry(&i.to_string(), 1));
             // The first stays in use, so it is never the one evicted.
             assert!(cache.get(&c, false, &channels("0")).is_some());
             assert!(cache.usage().0 <= MAX_ENTRIES);
@@ -227,12 +240,26 @@ mod tests {
         let c = catalog();
         let third = MAX_BYTES / 3;
         for i in 0..10 {
-            cache.insert(&c, entry(&i.to_string(), third));
+            cache.insert(&c, 0, entry(&i.to_string(), third));
             assert!(cache.usage().1 <= MAX_BYTES);
         }
         assert_eq!(cache.usage(), (3, 3 * third));
-        cache.insert(&c, entry("big", MAX_BYTES + 1));
+        cache.insert(&c, 0, entry("big", MAX_BYTES + 1));
         assert!(cache.get(&c, false, &channels("big")).is_none());
         assert!(cache.usage().1 <= MAX_BYTES);
+    }
+
+    #[test]
+    fn an_answer_computed_across_a_clear_is_not_kept() {
+        let cache = ListCache::default();
+        let c = catalog();
+        let epoch = cache.epoch();
+        // The broker's rules change while the answer is computed under the old ones.
+        cache.clear();
+        cache.insert(&c, epoch, entry("a", 10));
+        assert!(cache.get(&c, false, &channels("a")).is_none());
+        assert_eq!(cache.usage(), (0, 0));
+        cache.insert(&c, cache.epoch(), entry("a", 10));
+        assert!(cache.get(&c, false, &channels("a")).is_some());
     }
 }

@@ -400,6 +400,7 @@ impl Shared {
         if let Some(entry) = self.list_cache.get(&catalog, legacy, channels) {
             return entry;
         }
+        let epoch = self.list_cache.epoch();
         let answer = self.list_answer(channels);
         let mut result = rmcp::model::ServerResult::ListToolsResult(
             ListToolsResult::with_all_items(answer.tools),
@@ -428,7 +429,7 @@ impl Shared {
             narrowed: answer.narrowed,
             query_matched: answer.query_matched,
         });
-        self.list_cache.insert(&catalog, entry.clone());
+        self.list_cache.insert(&catalog, epoch, entry.clone());
         entry
     }
 }
