@@ -1,9 +1,9 @@
 //! The catalog: every tool of every configured server, in priority order.
 //!
 //! Identity is `server/name`. Server order is the order of `mcp.servers.json`, and it is the
-//! priority order the selector falls back on. Each tool keeps the MCP `Tool` object exactly as
-//! its server sent it (`definition`), so the gateway can re-expose it faithfully, plus the few
-//! fields selection reads, parsed once.
+//! priority order the selector falls back on. Each tool keeps the MCP `Tool` object as its
+//! server sent it (`definition` and `input_schema`; `Tool::mcp_definition` joins them), so it
+//! can be re-exposed faithfully, plus the few fields selection reads, parsed once.
 
 use std::fmt;
 
@@ -83,7 +83,9 @@ pub struct Tool {
     /// annotations (`read-only`, `destructive`, `idempotent`, `open-world`), deduplicated, in that
     /// order.
     pub tags: Vec<String>,
-    /// The MCP `Tool` object exactly as the server sent it.
+    /// The MCP `Tool` object as the server sent it, less its `inputSchema`: that is kept once,
+    /// in `input_schema` (with 10,000 tools a second copy cost about 45 MiB).
+    /// [`Tool::mcp_definition`] puts the two back together.
     pub definition: Map<String, Value>,
 }
 
@@ -92,7 +94,7 @@ impl Tool {
     /// configuration gives the whole server.
     pub fn from_mcp(
         server: &str,
-        definition: Map<String, Value>,
+        mut definition: Map<String, Value>,
         server_tags: &[String],
     ) -> Result<Self, CatalogError> {
         let Some(name) = definition
@@ -110,8 +112,7 @@ impl Tool {
             .unwrap_or_default()
             .to_owned();
         let input_schema = definition
-            .get("inputSchema")
-            .cloned()
+            .shift_remove("inputSchema")
             .unwrap_or_else(|| serde_json::json!({"type": "object"}));
         let mut tags: Vec<String> = Vec::new();
         let mut push = |tag: &str| {
@@ -141,6 +142,30 @@ impl Tool {
 
     pub fn id(&self) -> ToolId {
         ToolId::new(&self.server, &self.name)
+    }
+
+    /// The whole MCP `Tool` object: `definition` with `inputSchema` back in the place MCP SDKs
+    /// write it (after `name`, `title` and `description`).
+    pub fn mcp_definition(&self) -> Map<String, Value> {
+        if self.input_schema.is_null() {
+            return self.definition.clone();
+        }
+        let at = self
+            .definition
+            .keys()
+            .rposition(|k| matches!(k.as_str(), "name" | "title" | "description"))
+            .map_or(0, |i| i + 1);
+        let mut out = Map::with_capacity(self.definition.len() + 1);
+        for (i, (key, value)) in self.definition.iter().enumerate() {
+            if i == at {
+                out.insert("inputSchema".to_owned(), self.input_schema.clone());
+            }
+            out.insert(key.clone(), value.clone());
+        }
+        if at == self.definition.len() {
+            out.insert("inputSchema".to_owned(), self.input_schema.clone());
+        }
+        out
     }
 
     /// The MCP annotations object, when the server gave one.
@@ -335,7 +360,7 @@ impl Catalog {
                     name: s.name.clone(),
                     tags: s.tags.clone(),
                     aliases: s.aliases.clone(),
-                    tools: s.tools.iter().map(|t| t.definition.clone()).collect(),
+                    tools: s.tools.iter().map(Tool::mcp_definition).collect(),
                 })
                 .collect(),
             overlaps: self.overlaps.iter().cloned().collect(),
@@ -438,6 +463,41 @@ mod tests {
             ["local", "disk", "files", "read-only", "open-world"]
         );
         assert_eq!(tool.description, "");
+    }
+
+    #[test]
+    fn the_schema_is_kept_once_and_the_definition_comes_back_whole_and_in_order() {
+        let sent = json!({
+            "name": "read_file",
+            "title": "Read a file",
+            "description": "Reads a file.",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "outputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true},
+            "_meta": {"tags": ["files"]}
+        });
+        let tool = Tool::from_mcp("fs", def(sent.clone()), &[]).unwrap();
+        assert!(!tool.definition.contains_key("inputSchema"));
+        assert_eq!(tool.input_schema, sent["inputSchema"]);
+        let whole = tool.mcp_definition();
+        assert_eq!(Value::Object(whole.clone()), sent);
+        let keys: Vec<&str> = whole.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "title",
+                "description",
+                "inputSchema",
+                "outputSchema",
+                "annotations",
+                "_meta"
+            ]
+        );
+        // A server that sent no schema gets the empty object one, placed after the name.
+        let bare = Tool::from_mcp("fs", def(json!({"name": "ping", "_meta": {}})), &[]).unwrap();
+        let keys: Vec<String> = bare.mcp_definition().keys().cloned().collect();
+        assert_eq!(keys, ["name", "inputSchema", "_meta"]);
     }
 
     #[test]

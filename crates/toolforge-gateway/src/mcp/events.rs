@@ -98,7 +98,7 @@ impl Shared {
         match event {
             PoolEvent::ToolsChanged { .. } | PoolEvent::StateChanged { .. } => {
                 let catalog = self.pool.shared_catalog();
-                let fresh = Arc::new(Presentation::new(&catalog, self.namespace));
+                let fresh = self.take_built_ahead(&catalog);
                 let old = {
                     let mut current = self.presentation.write();
                     std::mem::replace(&mut *current, (fresh.clone(), catalog.clone()))

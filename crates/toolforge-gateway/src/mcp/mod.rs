@@ -104,6 +104,10 @@ pub struct Shared {
     pub namespace: Namespace,
     /// The presentation sessions list, and the catalog it was built from.
     presentation: RwLock<(Arc<Presentation>, Arc<toolforge_select::Catalog>)>,
+    /// A presentation a request built for a catalog newer than the kept one, before the event
+    /// task caught up: the event task takes it instead of building a second (with 10,000 tools
+    /// each one is about 20 MiB).
+    built_ahead: Mutex<Option<(Arc<Presentation>, Arc<toolforge_select::Catalog>)>>,
     sessions: Mutex<Vec<Session>>,
     /// uri -> sessions (id, peer) subscribed to it.
     subscriptions: Mutex<Subscriptions<Peer<RoleServer>>>,
@@ -174,6 +178,7 @@ impl Shared {
             pool,
             namespace,
             presentation: RwLock::new(presentation),
+            built_ahead: Mutex::new(None),
             sessions: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(Subscriptions::default()),
             next_session: std::sync::atomic::AtomicU64::new(1),
@@ -297,10 +302,29 @@ impl Shared {
     fn presentation_of(&self, catalog: &Arc<toolforge_select::Catalog>) -> Arc<Presentation> {
         let guard = self.presentation.read();
         if Arc::ptr_eq(&guard.1, catalog) {
-            guard.0.clone()
-        } else {
-            drop(guard);
-            Arc::new(Presentation::new(catalog, self.namespace))
+            return guard.0.clone();
+        }
+        drop(guard);
+        let mut ahead = self.built_ahead.lock();
+        if let Some((presentation, built_from)) = ahead.as_ref()
+            && Arc::ptr_eq(built_from, catalog)
+        {
+            return presentation.clone();
+        }
+        let presentation = Arc::new(Presentation::new(catalog, self.namespace));
+        *ahead = Some((presentation.clone(), catalog.clone()));
+        presentation
+    }
+
+    /// The presentation of `catalog` for the event task: the one a request built ahead when
+    /// there is one (the slot is emptied), else a new one.
+    pub(super) fn take_built_ahead(
+        &self,
+        catalog: &Arc<toolforge_select::Catalog>,
+    ) -> Arc<Presentation> {
+        match self.built_ahead.lock().take() {
+            Some((presentation, built_from)) if Arc::ptr_eq(&built_from, catalog) => presentation,
+            _ => Arc::new(Presentation::new(catalog, self.namespace)),
         }
     }
 

@@ -270,10 +270,7 @@ impl RequestToolsAnswer {
                         o.insert("score".into(), json!(rounded));
                     }
                 }
-                o.insert(
-                    "definition".into(),
-                    Value::Object(f.tool.definition.clone()),
-                );
+                o.insert("definition".into(), Value::Object(f.tool.mcp_definition()));
                 Value::Object(o)
             })
             .collect();
