@@ -24,10 +24,13 @@ pub(crate) fn build(servers: &[Arc<Upstream>], overlaps: &[(String, Vec<ToolId>)
                 .tools
                 .iter()
                 .filter_map(|t| {
-                    let serde_json::Value::Object(def) = serde_json::to_value(t).ok()? else {
+                    // The schema is shared with the pool's copy, not converted again.
+                    let mut rest = t.clone();
+                    rest.input_schema = Arc::default();
+                    let serde_json::Value::Object(def) = serde_json::to_value(&rest).ok()? else {
                         return None;
                     };
-                    Tool::from_mcp(&u.cfg.name, def, &u.cfg.tags).ok()
+                    Tool::from_parts(&u.cfg.name, def, t.input_schema.clone(), &u.cfg.tags).ok()
                 })
                 .collect(),
         })
@@ -67,4 +70,45 @@ pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Opt
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relay::{ElicitationFallback, Relay};
+    use serde_json::json;
+
+    #[test]
+    fn the_catalog_shares_the_pools_schema_and_gives_back_the_whole_definition() {
+        let text = json!({"mcpServers": {"fs": {"command": "unused"}}});
+        let cfg = crate::config::parse(&text.to_string(), &|_| None)
+            .expect("config")
+            .servers
+            .remove(0);
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let up = Arc::new(Upstream::new(
+            cfg,
+            Relay::new("fs", events, ElicitationFallback::Decline),
+            None,
+        ));
+        let sent = json!({
+            "name": "read_file",
+            "title": "Read a file",
+            "description": "Reads a file.",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}
+        });
+        let listed: McpTool = serde_json::from_value(sent.clone()).unwrap();
+        up.lists.write().tools = vec![listed];
+
+        let catalog = build(&[up.clone()], &[]);
+        let tool = catalog.tools().next().expect("the tool");
+        let lists = up.lists.read();
+        assert!(
+            Arc::ptr_eq(&tool.input_schema, &lists.tools[0].input_schema),
+            "one copy of the schema, held by the pool and the catalog"
+        );
+        assert_eq!(serde_json::Value::Object(tool.mcp_definition()), sent);
+        assert_eq!(tool.tags, ["read-only"]);
+    }
 }

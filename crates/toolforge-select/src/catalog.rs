@@ -6,6 +6,7 @@
 //! can be re-exposed faithfully, plus the few fields selection reads, parsed once.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -70,6 +71,25 @@ pub enum CatalogError {
     Snapshot(#[from] serde_json::Error),
 }
 
+/// A tool's `inputSchema`, shared: the pool's own copy of the server's definition, the catalog
+/// and every presentation hold the same one (with 10,000 tools each copy cost tens of MiB).
+pub type InputSchema = Arc<Map<String, Value>>;
+
+/// The schema of a tool that takes no arguments, or whose server gave none.
+pub fn empty_object_schema() -> InputSchema {
+    let mut schema = Map::new();
+    schema.insert("type".to_owned(), Value::String("object".to_owned()));
+    Arc::new(schema)
+}
+
+/// `value` as an input schema: an object as it is, anything else as [`empty_object_schema`].
+pub fn input_schema(value: Value) -> InputSchema {
+    match value {
+        Value::Object(schema) => Arc::new(schema),
+        _ => empty_object_schema(),
+    }
+}
+
 /// One tool as its server listed it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tool {
@@ -78,7 +98,7 @@ pub struct Tool {
     /// The description, or "" when the server gave none.
     pub description: String,
     /// The `inputSchema` as the server gave it (any JSON Schema draft).
-    pub input_schema: Value,
+    pub input_schema: InputSchema,
     /// Tags from the server's config, from the tool's `_meta`, and derived from its MCP
     /// annotations (`read-only`, `destructive`, `idempotent`, `open-world`), deduplicated, in that
     /// order.
@@ -97,6 +117,19 @@ impl Tool {
         mut definition: Map<String, Value>,
         server_tags: &[String],
     ) -> Result<Self, CatalogError> {
+        let input_schema = input_schema(definition.shift_remove("inputSchema").unwrap_or_default());
+        Self::from_parts(server, definition, input_schema, server_tags)
+    }
+
+    /// Builds a tool from the MCP `Tool` object a server listed, its `inputSchema` apart:
+    /// `definition` holds the rest, and the schema is shared, not copied.
+    pub fn from_parts(
+        server: &str,
+        mut definition: Map<String, Value>,
+        input_schema: InputSchema,
+        server_tags: &[String],
+    ) -> Result<Self, CatalogError> {
+        definition.shift_remove("inputSchema");
         let Some(name) = definition
             .get("name")
             .and_then(Value::as_str)
@@ -111,9 +144,6 @@ impl Tool {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let input_schema = definition
-            .shift_remove("inputSchema")
-            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
         let mut tags: Vec<String> = Vec::new();
         let mut push = |tag: &str| {
             let tag = tag.trim();
@@ -147,9 +177,6 @@ impl Tool {
     /// The whole MCP `Tool` object: `definition` with `inputSchema` back in the place MCP SDKs
     /// write it (after `name`, `title` and `description`).
     pub fn mcp_definition(&self) -> Map<String, Value> {
-        if self.input_schema.is_null() {
-            return self.definition.clone();
-        }
         let at = self
             .definition
             .keys()
@@ -158,12 +185,18 @@ impl Tool {
         let mut out = Map::with_capacity(self.definition.len() + 1);
         for (i, (key, value)) in self.definition.iter().enumerate() {
             if i == at {
-                out.insert("inputSchema".to_owned(), self.input_schema.clone());
+                out.insert(
+                    "inputSchema".to_owned(),
+                    Value::Object((*self.input_schema).clone()),
+                );
             }
             out.insert(key.clone(), value.clone());
         }
         if at == self.definition.len() {
-            out.insert("inputSchema".to_owned(), self.input_schema.clone());
+            out.insert(
+                "inputSchema".to_owned(),
+                Value::Object((*self.input_schema).clone()),
+            );
         }
         out
     }
@@ -478,7 +511,10 @@ mod tests {
         });
         let tool = Tool::from_mcp("fs", def(sent.clone()), &[]).unwrap();
         assert!(!tool.definition.contains_key("inputSchema"));
-        assert_eq!(tool.input_schema, sent["inputSchema"]);
+        assert_eq!(
+            Value::Object((*tool.input_schema).clone()),
+            sent["inputSchema"]
+        );
         let whole = tool.mcp_definition();
         assert_eq!(Value::Object(whole.clone()), sent);
         let keys: Vec<&str> = whole.keys().map(String::as_str).collect();

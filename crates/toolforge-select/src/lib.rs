@@ -18,7 +18,10 @@ pub mod selector;
 pub mod visibility;
 pub mod visibility_index;
 
-pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
+pub use catalog::{
+    Catalog, CatalogError, InputSchema, ServerEntry, Tool, ToolId, empty_object_schema,
+    input_schema,
+};
 pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};
 pub use selection::{
     Call, LeftOut, LeftOutReason, Limits, Offer, OfferRequest, Offered, Selection,

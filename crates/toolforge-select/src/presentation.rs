@@ -14,11 +14,12 @@
 //!   reversible through [`Presentation::resolve_model_name`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::catalog::{Catalog, ToolId};
+use crate::catalog::{Catalog, InputSchema, ToolId};
 use crate::overlap::overlap_groups;
 
 /// How tool names are exposed.
@@ -37,7 +38,8 @@ pub struct ExposedTool {
     pub name: String,
     pub members: Vec<ToolId>,
     pub description: String,
-    pub input_schema: Value,
+    /// A lone tool's schema is its catalog tool's (shared); a group's is built once here.
+    pub input_schema: InputSchema,
 }
 
 /// What an exposed or namespaced name resolves to.
@@ -251,7 +253,11 @@ fn expose_group(
         name,
         members: group.members.clone(),
         description,
-        input_schema: json!({"type": "object", "properties": properties, "required": required}),
+        input_schema: Arc::new(Map::from_iter([
+            ("type".to_owned(), Value::String("object".to_owned())),
+            ("properties".to_owned(), Value::Object(properties)),
+            ("required".to_owned(), Value::Array(required)),
+        ])),
     }
 }
 
@@ -287,6 +293,7 @@ pub fn model_safe_name(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::catalog::{ServerEntry, Tool};
+    use serde_json::json;
 
     fn tool(server: &str, name: &str, props: &[&str], required: &[&str]) -> Tool {
         let properties: Map<String, Value> = props
@@ -297,7 +304,9 @@ mod tests {
             server: server.into(),
             name: name.into(),
             description: format!("{name} on {server}"),
-            input_schema: json!({"type": "object", "properties": properties, "required": required}),
+            input_schema: crate::catalog::input_schema(
+                json!({"type": "object", "properties": properties, "required": required}),
+            ),
             tags: vec![],
             definition: Map::new(),
         }
@@ -501,6 +510,18 @@ mod tests {
                     covered += members.len();
                 }
                 proptest::prop_assert_eq!(covered, cat.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_lone_tool_shares_its_catalog_schema() {
+        let cat = catalog(vec![]);
+        for ns in [Namespace::Auto, Namespace::Always] {
+            let p = Presentation::new(&cat, ns);
+            for exposed in p.tools().iter().filter(|t| t.members.len() == 1) {
+                let tool = cat.get(&exposed.members[0]).unwrap();
+                assert!(Arc::ptr_eq(&exposed.input_schema, &tool.input_schema));
             }
         }
     }
