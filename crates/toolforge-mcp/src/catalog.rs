@@ -101,7 +101,7 @@ mod tests {
         let listed: McpTool = serde_json::from_value(sent.clone()).unwrap();
         up.lists.write().tools = vec![listed];
 
-        let catalog = build(&[up.clone()], &[]);
+        let catalog = build(std::slice::from_ref(&up), &[]);
         let tool = catalog.tools().next().expect("the tool");
         let lists = up.lists.read();
         assert!(
