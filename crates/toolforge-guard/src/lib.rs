@@ -16,7 +16,9 @@ pub mod poison;
 pub mod secrets;
 pub mod settings;
 
-pub use pin::{Admission, FieldChange, Pin, Verdict, admit, canonical_json, diff, fingerprint};
+pub use pin::{
+    Admission, Admitter, FieldChange, Pin, Verdict, admit, canonical_json, diff, fingerprint,
+};
 pub use poison::{PoisonFinding, scan_tool};
 pub use secrets::{SecretFinding, redact_value, scan_text, scan_value};
 pub use settings::{GuardSettings, PoisonAction, SecretAction};

@@ -141,37 +141,64 @@ pub struct Admission {
 /// Decides each of `listed` (MCP `Tool` objects of one server) against that server's `pins`.
 #[must_use]
 pub fn admit(pins: &[Pin], listed: &[Value]) -> Admission {
-    let by_name: BTreeMap<&str, &Pin> = pins.iter().map(|p| (p.name.as_str(), p)).collect();
     let listed_names: HashSet<&str> = listed
         .iter()
         .filter_map(|t| t.get("name").and_then(Value::as_str))
         .collect();
-    // Pinned tools no longer listed, by their schemas' fingerprint.
-    let vanished: BTreeMap<String, &Pin> = pins
-        .iter()
-        .filter(|p| !listed_names.contains(p.name.as_str()))
-        .map(|p| (schema_fingerprint(&p.definition), p))
-        .collect();
-    let verdicts = listed
-        .iter()
-        .map(|tool| {
-            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            match by_name.get(name) {
-                Some(pin) if pin.fingerprint() == fingerprint(tool) => Verdict::Unchanged,
-                Some(pin) => Verdict::Changed {
-                    pinned: pin.definition.clone(),
-                },
-                None => match vanished.get(&schema_fingerprint(tool)) {
-                    Some(old) => Verdict::Renamed {
-                        from: old.name.clone(),
-                        pinned: old.definition.clone(),
-                    },
-                    None => Verdict::New,
-                },
+    let admitter = Admitter::new(
+        pins.iter().map(|p| (p.name.as_str(), &p.definition)),
+        &listed_names,
+    );
+    Admission {
+        verdicts: listed.iter().map(|tool| admitter.verdict(tool)).collect(),
+    }
+}
+
+/// [`admit`] one tool at a time: built once from a server's pins (name and approved definition,
+/// borrowed) and the names it lists now, it decides each listed tool on its own, so a server
+/// with thousands of tools never has them all as JSON at once.
+#[derive(Debug)]
+pub struct Admitter<'a> {
+    /// Pinned tools by name, with their fingerprints.
+    by_name: BTreeMap<&'a str, (String, &'a Value)>,
+    /// Pinned tools no longer listed, by their schemas' fingerprint.
+    vanished: BTreeMap<String, (&'a str, &'a Value)>,
+}
+
+impl<'a> Admitter<'a> {
+    pub fn new(
+        pins: impl IntoIterator<Item = (&'a str, &'a Value)>,
+        listed_names: &HashSet<&str>,
+    ) -> Self {
+        let mut by_name = BTreeMap::new();
+        let mut vanished = BTreeMap::new();
+        for (name, definition) in pins {
+            if !listed_names.contains(name) {
+                vanished.insert(schema_fingerprint(definition), (name, definition));
             }
-        })
-        .collect();
-    Admission { verdicts }
+            by_name.insert(name, (fingerprint(definition), definition));
+        }
+        Self { by_name, vanished }
+    }
+
+    /// The verdict for one listed tool (an MCP `Tool` object).
+    #[must_use]
+    pub fn verdict(&self, tool: &Value) -> Verdict {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+        match self.by_name.get(name) {
+            Some((pinned, _)) if *pinned == fingerprint(tool) => Verdict::Unchanged,
+            Some((_, definition)) => Verdict::Changed {
+                pinned: (*definition).clone(),
+            },
+            None => match self.vanished.get(&schema_fingerprint(tool)) {
+                Some((from, definition)) => Verdict::Renamed {
+                    from: (*from).to_owned(),
+                    pinned: (*definition).clone(),
+                },
+                None => Verdict::New,
+            },
+        }
+    }
 }
 
 /// One changed field: its path (`description`, `inputSchema.properties.path.type`) and the

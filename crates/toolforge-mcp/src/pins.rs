@@ -9,12 +9,12 @@
 //! cache key: name and how it is reached) and tool: the approved definition and, while quarantined, the pending one and why), or memory
 //! when the cache is not SQLite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rmcp::model::Tool as McpTool;
 use serde_json::Value;
-use toolforge_guard::pin::{Pin, Verdict, admit, fingerprint, pinned_view};
+use toolforge_guard::pin::{Admitter, Verdict, fingerprint, pinned_view};
 use toolforge_guard::{GuardSettings, PoisonAction, scan_tool};
 
 use crate::cache::CacheError;
@@ -312,24 +312,21 @@ impl Pinning {
             Vec::new()
         });
         let by_tool: HashMap<&str, &PinRow> = rows.iter().map(|r| (r.tool.as_str(), r)).collect();
-        let pins: Vec<Pin> = rows
-            .iter()
-            .filter_map(|r| {
-                r.approved.clone().map(|definition| Pin {
-                    name: r.tool.clone(),
-                    definition,
-                })
-            })
-            .collect();
-        let values: Vec<Value> = tools
-            .iter()
-            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
-            .collect();
-        let verdicts = admit(&pins, &values).verdicts;
+        // One tool at a time as JSON: a server may list thousands.
+        let admitter = {
+            let listed: HashSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            Admitter::new(
+                rows.iter()
+                    .filter_map(|r| r.approved.as_ref().map(|d| (r.tool.as_str(), d))),
+                &listed,
+            )
+        };
         let others: Vec<&str> = others.iter().map(String::as_str).collect();
         let mut offered = Vec::new();
         let mut held = Vec::new();
-        for ((tool, value), verdict) in tools.into_iter().zip(values).zip(verdicts) {
+        for tool in tools {
+            let value = serde_json::to_value(&tool).unwrap_or(Value::Null);
+            let verdict = admitter.verdict(&value);
             let name = tool.name.to_string();
             let row = by_tool.get(name.as_str()).copied();
             let hold = match verdict {
