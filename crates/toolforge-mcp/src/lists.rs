@@ -38,13 +38,10 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
         Vec::new()
     };
     let fetched_at_ms = cache::now_ms();
-    let cached = up.cache.as_ref().map(|_| CachedTools {
-        tools: tools
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect(),
-        fetched_at_ms,
-    });
+    // The cache keeps the list as the server gave it (quarantined tools too). Cloning rmcp's
+    // tools is cheap (their schemas are shared `Arc`s); their JSON is made after `set_lists`,
+    // so it is not held while pin admission makes its own (the peak with thousands of tools).
+    let listed = up.cache.as_ref().map(|_| tools.clone());
     up.set_lists(Lists {
         tools,
         resources,
@@ -56,7 +53,15 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
         from_cache: false,
         quarantined: Vec::new(),
     });
-    if let (Some(cache), Some(entry)) = (&up.cache, cached) {
+    if let (Some(cache), Some(listed)) = (&up.cache, listed) {
+        let entry = CachedTools {
+            tools: listed
+                .iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .collect(),
+            fetched_at_ms,
+        };
+        drop(listed);
         cache.store(&up.cfg, &entry).await;
     }
     Ok(())
