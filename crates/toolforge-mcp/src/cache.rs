@@ -189,17 +189,20 @@ impl CatalogStore for SqliteStore {
     ) -> BoxFuture<'a, Result<(), CacheError>> {
         let conn = self.conn.clone();
         let key = key.to_owned();
-        let entry = entry.clone();
+        let fetched_at_ms = entry.fetched_at_ms;
+        // The text, not a clone of the entry, goes to the blocking thread: with thousands of
+        // tools a clone of their JSON trees was the start-up peak.
+        let tools = serde_json::to_string(&entry.tools);
         Box::pin(async move {
+            let tools = tools.map_err(sqlite_err)?;
             tokio::task::spawn_blocking(move || {
-                let tools = serde_json::to_string(&entry.tools).map_err(sqlite_err)?;
                 conn.lock()
                     .execute(
                         "INSERT INTO catalog (key, fetched_at_ms, tools) VALUES (?1, ?2, ?3)
                          ON CONFLICT(key) DO UPDATE SET fetched_at_ms = ?2, tools = ?3",
                         rusqlite::params![
                             key,
-                            i64::try_from(entry.fetched_at_ms).unwrap_or(i64::MAX),
+                            i64::try_from(fetched_at_ms).unwrap_or(i64::MAX),
                             tools
                         ],
                     )
