@@ -324,6 +324,11 @@ impl PreparedCache {
         *slot = Some(prepared.clone());
         prepared
     }
+
+    /// Forgets the prepared catalog (the next request prepares the current one).
+    pub fn clear(&self) {
+        *self.0.lock() = None;
+    }
 }
 
 /// What one request may see of a [`Prepared`] catalog.

@@ -103,6 +103,9 @@ impl Shared {
                     let mut current = self.presentation.write();
                     std::mem::replace(&mut *current, (fresh.clone(), catalog.clone()))
                 };
+                if !Arc::ptr_eq(&old.1, &catalog) {
+                    self.forget_earlier_generations();
+                }
                 if old.0.tools() != fresh.tools() || old.1.tools().ne(catalog.tools()) {
                     self.notify_tools_changed((&old.0, old.1), (&fresh, catalog))
                         .await;

@@ -239,6 +239,16 @@ impl Shared {
         self.trail.read().clone()
     }
 
+    /// Drops what was built for an earlier catalog generation (each is rebuilt on its next
+    /// use): a cache a workload never touches again would otherwise keep that generation's
+    /// catalog, and with thousands of tools its definitions, alive.
+    pub(super) fn forget_earlier_generations(&self) {
+        *self.selection.lock() = None;
+        *self.member_positions.lock() = None;
+        *self.listed_tools.lock() = None;
+        self.prepared.clear();
+    }
+
     /// The broker's rules from now on: a `tools/list` then shows the tools the rules offer for
     /// the request's intent (`x-mcp-intent`, else detected from its query).
     pub fn set_rules(&self, rules: Rules) {
