@@ -118,10 +118,11 @@ async fn python_sdk_default_mode_calls_reads_and_gets_prompts_over_stdio() {
     assert_modern_client_works(&out);
 }
 
-/// A stdio "server" that never answers `initialize`.
+/// A stdio "server" that never answers `initialize`: it reads until its stdin closes, so it
+/// goes when the gateway that started it does (a sleep outlived a killed gateway).
 fn hung_server(dir: &std::path::Path) -> Value {
     let script = dir.join("hung.py");
-    std::fs::write(&script, "import time\ntime.sleep(600)\n").unwrap();
+    std::fs::write(&script, "import sys\nsys.stdin.read()\n").unwrap();
     json!({"command": tool("venv/bin/python"), "args": [script], "startTimeout": 120})
 }
 
