@@ -326,11 +326,15 @@ pub fn mcp_service(
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(opts.max_body_bytes)
-        .with_cancellation_token(opts.cancel.child_token());
+        .with_cancellation_token(opts.cancel.child_token())
+        // A request answered by its final response alone gets it as `application/json`: one
+        // write instead of an SSE stream's three (headers and priming event, the event, the
+        // end), in every mode. One whose handler sends anything first (progress, a request of
+        // the client), or that takes longer than the keep-alive interval, gets the SSE stream.
+        // Sessions do this through the vendored rmcp's patch (`vendor/rmcp/PATCHED.md`).
+        .with_json_response(true);
     if opts.stateless {
-        config = config
-            .with_legacy_session_mode(false)
-            .with_json_response(true);
+        config = config.with_legacy_session_mode(false);
     }
     StreamableHttpService::new(move || Ok(Gateway::new(shared.clone())), sessions, config)
 }

@@ -7,6 +7,7 @@ mod config;
 mod embedder;
 mod otel;
 mod otel_stderr;
+mod runtime;
 mod state_key;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,11 @@ use clap::{Parser, Subcommand};
 MCP stdio protocol.\nConfiguration: mcp.servers.json (or MCP_SERVERS_CONFIG), see README.md."
 )]
 struct Cli {
+    /// Threads that run async work (default: half the CPU cores, at least 1, leaving the rest to
+    /// stdio backends and blocking work; see `benchmarks/proxy/README.md`).
+    #[arg(long, global = true, value_name = "N", env = "TOOLFORGE_WORKER_THREADS",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    worker_threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
 }
@@ -68,10 +74,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime::build(cli.worker_threads.map(usize::from)) {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -19,6 +19,7 @@ mod overlaps;
 mod protocol;
 mod real_servers;
 mod replicas;
+mod replies;
 mod retrieval;
 mod sdk_clients;
 mod selection;

@@ -229,10 +229,12 @@ pub struct StreamableHttpServerConfig {
     /// negotiating that version are always served statelessly regardless of
     /// this setting.
     pub legacy_session_mode: bool,
-    /// When true and `legacy_session_mode` is false, the server prefers
-    /// `Content-Type: application/json` for simple request-response tools.
-    /// If the handler emits a notification or request before the final response,
-    /// the server falls back to `text/event-stream` so no message is lost.
+    /// When true, the server prefers `Content-Type: application/json` for
+    /// simple request-response tools. If the handler emits a notification or
+    /// request before the final response, the server falls back to
+    /// `text/event-stream` so no message is lost. In session mode (a
+    /// toolforge patch) the reply also falls back to `text/event-stream` when
+    /// no message comes within `sse_keep_alive`, so a long call gets pings.
     pub json_response: bool,
     /// Cancellation token for the Streamable HTTP server.
     ///
@@ -1663,6 +1665,62 @@ where
         }
     }
 
+    /// A session request's reply (toolforge patch): `application/json` when the first message
+    /// on its stream is the final response and arrives within the keep-alive interval;
+    /// otherwise the SSE stream, with what was read so far in front of it, so that no message
+    /// is lost and a long call still gets keep-alive pings. Priming events (no message) are
+    /// only kept for the SSE case.
+    async fn session_reply(
+        &self,
+        stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+    ) -> BoxResponse {
+        let mut stream = Box::pin(stream);
+        let mut read = Vec::new();
+        let deadline = self
+            .config
+            .sse_keep_alive
+            .map(|interval| tokio::time::Instant::now() + interval);
+        let cancel = self.config.cancellation_token.clone();
+        loop {
+            let next = async {
+                match deadline {
+                    Some(at) => tokio::time::timeout_at(at, stream.next()).await.ok(),
+                    None => Some(stream.next().await),
+                }
+            };
+            let event = tokio::select! {
+                event = next => event.flatten(),
+                _ = cancel.cancelled() => None,
+            };
+            let Some(event) = event else { break };
+            match event.message.as_deref() {
+                Some(
+                    message @ (ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)),
+                ) => match serde_json::to_vec(message) {
+                    Ok(body) => {
+                        return Response::builder()
+                            .status(http::StatusCode::OK)
+                            .header(http::header::CONTENT_TYPE, JSON_MIME_TYPE)
+                            .body(Full::new(Bytes::from(body)).boxed())
+                            .expect("valid response");
+                    }
+                    // The SSE stream would serialise it the same way (and panic).
+                    Err(error) => return internal_error_response("serialize session reply")(error),
+                },
+                Some(_) => {
+                    read.push(event);
+                    break;
+                }
+                None => read.push(event),
+            }
+        }
+        sse_stream_response(
+            futures::stream::iter(read).chain(stream),
+            self.config.sse_keep_alive,
+            self.config.cancellation_token.child_token(),
+        )
+    }
+
     // The HTTP status must be known before opening an SSE stream.
     async fn serve_negotiated_request_directly(
         &self,
@@ -2236,6 +2294,9 @@ where
                             .create_stream(&session_id, message)
                             .await
                             .map_err(internal_error_response("get session"))?;
+                        if self.config.json_response {
+                            return Ok(self.session_reply(stream).await);
+                        }
                         Ok(sse_stream_response(
                             stream,
                             self.config.sse_keep_alive,

@@ -1,0 +1,48 @@
+//! The async runtime every command runs on, and how many threads it gets.
+//!
+//! A call through the gateway is a chain of small steps on different tasks (the client's
+//! connection, the MCP session, the handler, the backend's client), each waking the next. With
+//! a worker thread per core those wakes cross threads, and each crossing costs a futex wake and
+//! a context switch that the step itself does not. The gateway also shares its machine with its
+//! stdio backends (child processes) and often with their clients. So the default is half the
+//! cores, at least one: on 2 cores, one worker thread took CPU per `tools/call` from 0.46 to
+//! 0.34 ms at c = 1 and from 0.26 to 0.20 ms at c = 32, with more throughput at both
+//! (`benchmarks/proxy/README.md`). Blocking work (SQLite, files) has its own pool either way.
+
+use std::num::NonZeroUsize;
+
+/// Worker threads when none are asked for: half the cores the process may use, at least one.
+pub fn default_worker_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    (cores / 2).max(1)
+}
+
+/// The multi-threaded runtime with `worker_threads` (else the default) workers.
+pub fn build(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.unwrap_or_else(default_worker_threads))
+        .enable_all()
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_leaves_half_the_cores_and_never_none() {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let threads = default_worker_threads();
+        assert!(threads >= 1);
+        assert!(
+            threads * 2 <= cores.max(2),
+            "{threads} threads on {cores} cores"
+        );
+    }
+
+    #[test]
+    fn an_explicit_count_is_what_the_runtime_gets() {
+        let runtime = build(Some(3)).expect("a runtime");
+        assert_eq!(runtime.metrics().num_workers(), 3);
+    }
+}
