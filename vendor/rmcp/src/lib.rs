@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, allow(unused_attributes))]
 #![doc = include_str!("../README.md")]
 
+pub mod boxed_mpsc;
 mod error;
 pub use error::{ErrorData, RmcpError};
 

@@ -783,7 +783,7 @@ pub(crate) struct ClientRequestMetadata {
 ///
 /// To create a cancellable request, call [`Peer::send_request_with_option`].
 pub struct Peer<R: ServiceRole> {
-    tx: mpsc::Sender<PeerSinkMessage<R>>,
+    tx: crate::boxed_mpsc::Sender<PeerSinkMessage<R>>,
     request_id_provider: Arc<dyn RequestIdProvider>,
     progress_token_provider: Arc<dyn ProgressTokenProvider>,
     progress_timeout_watchers: ProgressTimeoutWatchers,
@@ -824,7 +824,7 @@ impl<R: ServiceRole> std::fmt::Debug for Peer<R> {
     }
 }
 
-type ProxyOutbound<R> = mpsc::Receiver<PeerSinkMessage<R>>;
+type ProxyOutbound<R> = crate::boxed_mpsc::Receiver<PeerSinkMessage<R>>;
 
 #[derive(Debug, Default)]
 #[non_exhaustive]
@@ -874,7 +874,7 @@ impl<R: ServiceRole> Peer<R> {
         request_id_provider: Arc<dyn RequestIdProvider>,
         peer_info: Option<R::PeerInfo>,
     ) -> (Peer<R>, ProxyOutbound<R>) {
-        let (tx, rx) = mpsc::channel(Self::CLIENT_CHANNEL_BUFFER_SIZE);
+        let (tx, rx) = crate::boxed_mpsc::channel(Self::CLIENT_CHANNEL_BUFFER_SIZE);
         (
             Self {
                 tx,
@@ -1412,7 +1412,7 @@ fn serve_inner<R, S, T>(
     service: S,
     transport: T,
     peer: Peer<R>,
-    mut peer_rx: tokio::sync::mpsc::Receiver<PeerSinkMessage<R>>,
+    mut peer_rx: crate::boxed_mpsc::Receiver<PeerSinkMessage<R>>,
     initial_messages: VecDeque<RxJsonRpcMessage<R>>,
     ct: CancellationToken,
 ) -> RunningService<R, S>
@@ -1424,7 +1424,7 @@ where
 {
     const SINK_PROXY_BUFFER_SIZE: usize = 64;
     let (sink_proxy_tx, mut sink_proxy_rx) =
-        tokio::sync::mpsc::channel::<TxJsonRpcMessage<R>>(SINK_PROXY_BUFFER_SIZE);
+        crate::boxed_mpsc::channel::<TxJsonRpcMessage<R>>(SINK_PROXY_BUFFER_SIZE);
     let peer_info = peer.peer_info();
     if R::IS_CLIENT {
         tracing::info!(?peer_info, "Service initialized as client");

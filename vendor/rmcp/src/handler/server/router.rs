@@ -178,7 +178,7 @@ mod tests {
     impl ServerHandler for DummyHandler {}
 
     async fn recv_notification(
-        rx: &mut tokio::sync::mpsc::Receiver<PeerSinkMessage<RoleServer>>,
+        rx: &mut crate::boxed_mpsc::Receiver<PeerSinkMessage<RoleServer>>,
     ) -> ServerNotification {
         let msg = tokio::time::timeout(std::time::Duration::from_secs(1), rx.recv())
             .await

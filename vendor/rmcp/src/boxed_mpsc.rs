@@ -1,0 +1,106 @@
+//! Bounded channels whose messages travel boxed (toolforge patch).
+//!
+//! A tokio channel allocates its slots 32 at a time, the first block when it is made: a
+//! channel of 500-byte MCP messages holds 16 KB from its creation, idle or not. A session
+//! keeps several of them (the session worker's events, the transport's three queues, the
+//! service's response sink and its peer's requests), so an idle session cost about 60 KiB,
+//! most of it empty slots. Boxed, a slot is a pointer and each message costs what it is, while
+//! it is in flight. The API is tokio's, less what rmcp does not use; errors hand the message
+//! back unboxed, as tokio's do.
+
+use tokio::sync::mpsc::{self, error::SendError, error::TryRecvError, error::TrySendError};
+
+/// A bounded channel of `capacity` messages, each boxed while it waits.
+pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (Sender(tx), Receiver(rx))
+}
+
+/// The sending half of [`channel`].
+pub struct Sender<T>(mpsc::Sender<Box<T>>);
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<T> std::fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<T> Sender<T> {
+    /// Waits for room, then sends `value`; gives it back when the receiver is gone.
+    pub async fn send(&self, value: T) -> Result<(), SendError<T>> {
+        self.0
+            .send(Box::new(value))
+            .await
+            .map_err(|SendError(value)| SendError(*value))
+    }
+
+    /// Sends `value` if there is room now.
+    pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        self.0.try_send(Box::new(value)).map_err(|e| match e {
+            TrySendError::Full(value) => TrySendError::Full(*value),
+            TrySendError::Closed(value) => TrySendError::Closed(*value),
+        })
+    }
+
+    /// Whether the receiver is gone.
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
+    /// Resolves once the receiver is gone.
+    pub async fn closed(&self) {
+        self.0.closed().await
+    }
+
+    /// Free slots now.
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+}
+
+/// The receiving half of [`channel`].
+pub struct Receiver<T>(mpsc::Receiver<Box<T>>);
+
+impl<T> std::fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next message, or `None` once every sender is gone and the queue is empty.
+    pub async fn recv(&mut self) -> Option<T> {
+        self.0.recv().await.map(|value| *value)
+    }
+
+    /// The next message if one is waiting.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.0.try_recv().map(|value| *value)
+    }
+
+    /// Polls for the next message.
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx).map(|value| value.map(|value| *value))
+    }
+
+    /// Whether every sender is gone (or [`Receiver::close`] was called).
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
+    /// Whether no message is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Refuses further sends; messages already queued can still be received.
+    pub fn close(&mut self) {
+        self.0.close()
+    }
+}
