@@ -1821,27 +1821,30 @@ where
         S: crate::ServerHandler + Send + 'static,
         M: SessionManager,
     {
+        // Each stage's future is boxed (toolforge patch): the task lives as long as the session,
+        // and unboxed its cell was sized for the largest stage, the handshake (about 21 KB per
+        // idle session); boxed, the handshake's memory goes when the handshake is done.
         tokio::spawn(async move {
-            let svc = serve_server_with_ct::<S, M::Transport, _, TransportAdapterIdentity>(
-                service,
-                transport,
-                cancellation_token,
-            )
+            let svc = Box::pin(serve_server_with_ct::<
+                S,
+                M::Transport,
+                _,
+                TransportAdapterIdentity,
+            >(service, transport, cancellation_token))
             .await;
             match svc {
                 Ok(svc) => {
                     if let Some(tx) = init_done_tx {
                         let _ = tx.send(());
                     }
-                    let _ = svc.waiting().await;
+                    let _ = Box::pin(svc.waiting()).await;
                 }
                 Err(e) => {
                     tracing::error!("Failed to serve session: {e}");
                     // Dropping init_done_tx (if Some) signals failure to the caller.
                 }
             }
-            let _ = session_manager
-                .close_session(&session_id)
+            let _ = Box::pin(session_manager.close_session(&session_id))
                 .await
                 .inspect_err(|e| {
                     tracing::error!("Failed to close session {session_id}: {e}");
