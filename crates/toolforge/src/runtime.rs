@@ -5,8 +5,8 @@
 //! a worker thread per core those wakes cross threads, and each crossing costs a futex wake and
 //! a context switch that the step itself does not. The gateway also shares its machine with its
 //! stdio backends (child processes) and often with their clients. So the default is half the
-//! cores, at least one: on 2 cores, one worker thread took CPU per `tools/call` from 0.46 to
-//! 0.34 ms at c = 1 and from 0.26 to 0.20 ms at c = 32, with more throughput at both
+//! cores, at least one: on 2 cores, one worker thread took CPU per `tools/call` from 0.49 to
+//! 0.35 ms at c = 1 and from 0.26 to 0.20 ms at c = 32, with more throughput at all three
 //! (`benchmarks/proxy/README.md`). Blocking work (SQLite, files) has its own pool either way.
 
 use std::num::NonZeroUsize;
