@@ -2,36 +2,30 @@
 //! merged per request with the caller's (the query string of the connection URL and the
 //! `x-mcp-*` headers of each HTTP request) by `toolforge_select::visibility::resolve`.
 //!
-//! [`Filtered`] wraps any rmcp server handler (the built-in toolkit, evals and stdio conformance
+//! [`Filtered`] (`filtered.rs`) wraps any rmcp server handler (the built-in toolkit, evals and stdio conformance
 //! servers) so a hidden tool, resource, template or prompt is neither listed nor usable: calling,
 //! reading, subscribing, getting or completing it answers "unknown ...", as for one that does not
 //! exist. The gateway applies the same config in its own handler, in `GET /tools` and in the
 //! agent's routes. Resources and prompts follow the tool rules by name (a prompt's name; a
 //! resource's URI or name; a template's URI template or name) and tag, without the search query.
 
-// The wrapper passes the legacy logging and subscription methods through unchanged.
-#![allow(deprecated)]
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    UnsubscribeRequestParams,
-};
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
 use toolforge_agent::Governance;
 use toolforge_policy::{Action, Principal, Target};
 use toolforge_select::visibility::{
     Channels, Component, Policy, Verdicts, VisibilityIndex, Visible, resolve, resolve_components,
     verdicts_with_index,
 };
-use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
+use toolforge_select::{Catalog, Tool, ToolId};
+
+mod filtered;
+
+pub use filtered::{Filtered, serve_handler_http, serve_handler_stdio};
 
 /// The operator's side of visibility, fixed at start-up.
 #[derive(Debug, Clone, Default)]
@@ -485,364 +479,10 @@ pub fn component<T: serde::Serialize>(
     Component::from_mcp(server, names, &value, server_tags)
 }
 
-/// Any rmcp server handler, with visibility: hidden tools are not listed and a call to one
-/// answers "unknown tool", exactly as a tool that does not exist. The query string of the
-/// connection's first request fixes the session's scope; headers count per request. A clone
-/// is a new session (the HTTP transport clones the handler once per session).
-pub struct Filtered<H> {
-    inner: H,
-    /// The server's name in catalogs (`server/tool` names in visibility lists).
-    server: String,
-    config: Arc<VisibilityConfig>,
-    session_query: SessionScope,
-}
-
-impl<H: Clone> Clone for Filtered<H> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            server: self.server.clone(),
-            config: self.config.clone(),
-            session_query: Arc::new(Mutex::new(None)),
-        }
-    }
-}
-
-impl<H> Filtered<H> {
-    /// Wraps `inner`, known as `server` in visibility lists.
-    pub fn new(inner: H, server: impl Into<String>, config: Arc<VisibilityConfig>) -> Self {
-        Self {
-            inner,
-            server: server.into(),
-            config,
-            session_query: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    fn channels(&self, ctx: &RequestContext<RoleServer>) -> RequestChannels {
-        session_channels(&self.session_query, ctx)
-    }
-
-    /// Nothing restricts this request: every call passes straight through.
-    fn unrestricted(&self, ctx: &RequestContext<RoleServer>) -> bool {
-        self.config.is_open() && self.channels(ctx).is_empty()
-    }
-}
-
-impl<H: ServerHandler + Clone> Filtered<H> {
-    /// "unknown resource" unless this request may see `uri`: as the listed resource with that
-    /// URI, else as a template it matches, else by the URI alone.
-    async fn check_resource(
-        &self,
-        uri: &str,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        if self.unrestricted(ctx) {
-            return Ok(());
-        }
-        let channels = self.channels(ctx);
-        let mut names = vec![uri.to_owned()];
-        let mut item = serde_json::Value::Null;
-        if let Ok(listed) = self.inner.list_resources(None, ctx.clone()).await
-            && let Some(r) = listed.resources.iter().find(|r| r.uri == uri)
-        {
-            names.push(r.name.clone());
-            item = serde_json::to_value(r).unwrap_or_default();
-        } else if let Ok(listed) = self.inner.list_resource_templates(None, ctx.clone()).await
-            && let Some(t) = listed.resource_templates.iter().find(|t| {
-                t.uri_template == uri || crate::uri_template::template_matches(&t.uri_template, uri)
-            })
-        {
-            names.extend([t.uri_template.clone(), t.name.clone()]);
-            item = serde_json::to_value(t).unwrap_or_default();
-        }
-        if self
-            .config
-            .shows(&component(&self.server, names, &item, &[]), &channels)
-        {
-            Ok(())
-        } else {
-            Err(crate::mcp::not_found("resource", uri))
-        }
-    }
-
-    /// "unknown prompt" unless this request may see the prompt `name`.
-    async fn check_prompt(
-        &self,
-        name: &str,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        if self.unrestricted(ctx) {
-            return Ok(());
-        }
-        let channels = self.channels(ctx);
-        let item = match self.inner.list_prompts(None, ctx.clone()).await {
-            Ok(listed) => listed
-                .prompts
-                .iter()
-                .find(|p| p.name == name)
-                .map(|p| serde_json::to_value(p).unwrap_or_default())
-                .unwrap_or_default(),
-            Err(_) => serde_json::Value::Null,
-        };
-        let prompt = component(&self.server, vec![name.to_owned()], &item, &[]);
-        if self.config.shows(&prompt, &channels) {
-            Ok(())
-        } else {
-            Err(crate::mcp::not_found("prompt", name))
-        }
-    }
-
-    async fn visible(&self, ctx: &RequestContext<RoleServer>) -> Result<Visible, McpError> {
-        let listed = self.inner.list_tools(None, ctx.clone()).await?;
-        let tools = listed
-            .tools
-            .iter()
-            .filter_map(|t| match serde_json::to_value(t) {
-                Ok(serde_json::Value::Object(def)) => Tool::from_mcp(&self.server, def, &[]).ok(),
-                _ => None,
-            })
-            .collect();
-        let catalog = Catalog::new(
-            vec![ServerEntry {
-                name: self.server.clone(),
-                tags: Vec::new(),
-                aliases: Vec::new(),
-                tools,
-            }],
-            Vec::new(),
-        )
-        .unwrap_or_default();
-        Ok(self.config.resolve(&catalog, &self.channels(ctx)))
-    }
-}
-
-impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
-    fn get_info(&self) -> ServerConfig {
-        self.inner.get_info()
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        if self.unrestricted(&ctx) {
-            return self.inner.list_tools(request, ctx).await;
-        }
-        let visible = self.visible(&ctx).await?;
-        let mut listed = self.inner.list_tools(request, ctx).await?;
-        listed
-            .tools
-            .retain(|t| visible.allows(&ToolId::new(&self.server, t.name.as_ref())));
-        Ok(listed)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        if self.unrestricted(&ctx) {
-            return self.inner.call_tool(request, ctx).await;
-        }
-        let visible = self.visible(&ctx).await?;
-        if !visible.allows(&ToolId::new(&self.server, request.name.as_ref())) {
-            return Err(McpError::invalid_params(
-                format!("unknown tool: {}", request.name),
-                None,
-            ));
-        }
-        self.inner.call_tool(request, ctx).await
-    }
-
-    async fn list_resources(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        let channels = self.channels(&ctx);
-        let mut listed = self.inner.list_resources(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .resources
-                .iter()
-                .map(|r| component(&self.server, vec![r.uri.clone(), r.name.clone()], r, &[]))
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed.resources.retain(|_| shown.next().unwrap_or(false));
-        Ok(listed)
-    }
-
-    async fn list_resource_templates(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        let channels = self.channels(&ctx);
-        let mut listed = self.inner.list_resource_templates(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .resource_templates
-                .iter()
-                .map(|t| {
-                    let names = vec![t.uri_template.clone(), t.name.clone()];
-                    component(&self.server, names, t, &[])
-                })
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed
-            .resource_templates
-            .retain(|_| shown.next().unwrap_or(false));
-        Ok(listed)
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        self.check_resource(&request.uri, &ctx).await?;
-        self.inner.read_resource(request, ctx).await
-    }
-
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.check_resource(&request.uri, &ctx).await?;
-        self.inner.subscribe(request, ctx).await
-    }
-
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.inner.unsubscribe(request, ctx).await
-    }
-
-    async fn list_prompts(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, McpError> {
-        let channels = self.channels(&ctx);
-        let mut listed = self.inner.list_prompts(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .prompts
-                .iter()
-                .map(|p| component(&self.server, vec![p.name.clone()], p, &[]))
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed.prompts.retain(|_| shown.next().unwrap_or(false));
-        Ok(listed)
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, McpError> {
-        self.check_prompt(&request.name, &ctx).await?;
-        self.inner.get_prompt(request, ctx).await
-    }
-
-    async fn complete(
-        &self,
-        request: CompleteRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, McpError> {
-        let reference = serde_json::to_value(&request.r#ref).unwrap_or_default();
-        if let Some(name) = reference.get("name").and_then(serde_json::Value::as_str) {
-            self.check_prompt(name, &ctx).await?;
-        } else if let Some(uri) = reference.get("uri").and_then(serde_json::Value::as_str) {
-            self.check_resource(uri, &ctx).await?;
-        }
-        self.inner.complete(request, ctx).await
-    }
-
-    async fn set_level(
-        &self,
-        request: SetLevelRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.inner.set_level(request, ctx).await
-    }
-
-    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.inner.on_initialized(ctx).await;
-    }
-
-    async fn on_cancelled(
-        &self,
-        notification: rmcp::model::CancelledNotificationParam,
-        ctx: NotificationContext<RoleServer>,
-    ) {
-        self.inner.on_cancelled(notification, ctx).await;
-    }
-
-    async fn on_roots_list_changed(&self, ctx: NotificationContext<RoleServer>) {
-        self.inner.on_roots_list_changed(ctx).await;
-    }
-}
-
-/// Serves `handler` over stdin/stdout until the client disconnects.
-///
-/// # Errors
-/// The transport fails during initialization.
-pub async fn serve_handler_stdio<H: ServerHandler>(handler: H) -> anyhow::Result<()> {
-    use rmcp::ServiceExt;
-    let running = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| anyhow::anyhow!("stdio: {e}"))?;
-    let _ = running.waiting().await;
-    Ok(())
-}
-
-/// Serves `handler` over Streamable HTTP at `/mcp` on `listener` until `cancel` fires (one
-/// clone of the handler per session).
-///
-/// # Errors
-/// The listener fails.
-pub async fn serve_handler_http<H: ServerHandler + Clone>(
-    handler: H,
-    listener: tokio::net::TcpListener,
-    cancel: tokio_util::sync::CancellationToken,
-) -> std::io::Result<()> {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(
-        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
-        // kernel holds each later write ~40 ms for the client's delayed ACK.
-        axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        router,
-    )
-    .with_graceful_shutdown(async move { cancel.cancelled().await })
-    .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolforge_select::ServerEntry;
     use toolforge_select::visibility::ChannelInput;
 
     fn catalog() -> Catalog {

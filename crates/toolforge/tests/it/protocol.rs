@@ -37,6 +37,17 @@ fn fixture() -> Value {
     json!({"mcpServers": {"conformance": {"command": bin(), "args": ["server", "conformance", "--stdio"]}}})
 }
 
+/// The gateway with the conformance fixture (stdio) as its one server, once that is ready.
+pub async fn ready_fixture() -> Served {
+    let served = Served::start(&fixture()).await;
+    served
+        .wait_health(60, |h| {
+            crate::server_state(h, "conformance")["state"] == "ready"
+        })
+        .await;
+    served
+}
+
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -493,12 +504,7 @@ async fn modern_rpc_with(
 
 #[tokio::test]
 async fn list_answers_say_how_long_and_for_whom_they_may_be_cached() {
-    let served = Served::start(&fixture()).await;
-    served
-        .wait_health(60, |h| {
-            crate::server_state(h, "conformance")["state"] == "ready"
-        })
-        .await;
+    let served = ready_fixture().await;
     for method in ["tools/list", "prompts/list", "resources/list"] {
         let open = modern_rpc(&served, "", method, json!({})).await;
         assert_eq!(open["result"]["ttlMs"], 30_000, "{method}: {open}");

@@ -5,11 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::{Served, bin};
-
-fn fixture() -> Value {
-    json!({"mcpServers": {"conformance": {"command": bin(), "args": ["server", "conformance", "--stdio"]}}})
-}
+use crate::Served;
 
 /// One POST to `/mcp`: its `Content-Type` and body.
 async fn post(served: &Served, headers: &[(&str, &str)], body: Value) -> (String, String) {
@@ -77,12 +73,7 @@ async fn open_session(served: &Served) -> String {
 
 #[tokio::test]
 async fn a_bare_reply_is_json_and_one_after_progress_is_a_stream_in_order() {
-    let served = Served::start(&fixture()).await;
-    served
-        .wait_health(60, |h| {
-            crate::server_state(h, "conformance")["state"] == "ready"
-        })
-        .await;
+    let served = crate::protocol::ready_fixture().await;
     let session = open_session(&served).await;
     let headers = [
         ("mcp-session-id", session.as_str()),
