@@ -8,7 +8,7 @@
 //! it is in flight. The API is tokio's, less what rmcp does not use; errors hand the message
 //! back unboxed, as tokio's do.
 
-use tokio::sync::mpsc::{self, error::SendError, error::TryRecvError, error::TrySendError};
+use tokio::sync::mpsc::{self, error::SendError, error::TrySendError};
 
 /// A bounded channel of `capacity` messages, each boxed while it waits.
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
@@ -52,16 +52,6 @@ impl<T> Sender<T> {
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
     }
-
-    /// Resolves once the receiver is gone.
-    pub async fn closed(&self) {
-        self.0.closed().await
-    }
-
-    /// Free slots now.
-    pub fn capacity(&self) -> usize {
-        self.0.capacity()
-    }
 }
 
 /// The receiving half of [`channel`].
@@ -79,28 +69,8 @@ impl<T> Receiver<T> {
         self.0.recv().await.map(|value| *value)
     }
 
-    /// The next message if one is waiting.
-    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
-        self.0.try_recv().map(|value| *value)
-    }
-
-    /// Polls for the next message.
-    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<T>> {
-        self.0.poll_recv(cx).map(|value| value.map(|value| *value))
-    }
-
-    /// Whether every sender is gone (or [`Receiver::close`] was called).
+    /// Whether every sender is gone.
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
-    }
-
-    /// Whether no message is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Refuses further sends; messages already queued can still be received.
-    pub fn close(&mut self) {
-        self.0.close()
     }
 }
