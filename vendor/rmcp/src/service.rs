@@ -1672,7 +1672,10 @@ where
                                     handler_id,
                                     ORIGINATING_PROTOCOL_VERSION.scope(
                                         handler_version,
-                                        service.handle_request(request, context),
+                                        // Boxed: a handler's future can be large (the
+                                        // gateway's is about 17 KB), and unboxed it would be
+                                        // copied whole on every move into the task.
+                                        Box::pin(service.handle_request(request, context)),
                                     ),
                                 )
                                 .await;
@@ -1840,7 +1843,9 @@ where
             // Drop our sender so the channel closes once all handler task
             // clones finish sending their responses (or are dropped).
             drop(sink_proxy_tx);
-            let drain_result = tokio::time::timeout(timeout_duration, async {
+            // Boxed, as is the close below: the loop's task lives as long as the session,
+            // and an inline stage would size it for this one for all that time.
+            let drain_result = Box::pin(tokio::time::timeout(timeout_duration, async {
                 // First, wait for any response sends already dispatched by the
                 // main loop (these hold transport write futures).
                 while let Some(result) = response_send_tasks.join_next().await {
@@ -1867,7 +1872,7 @@ where
                         break;
                     }
                 }
-            })
+            }))
             .await;
             if drain_result.is_err() {
                 tracing::warn!("timed out draining in-flight responses");
@@ -1878,7 +1883,7 @@ where
         // EOF does not cancel the externally supplied service token.
         serve_loop_ct.cancel();
 
-        let sink_close_result = transport.close().await;
+        let sink_close_result = Box::pin(transport.close()).await;
         if let Err(e) = sink_close_result {
             tracing::error!(%e, "fail to close sink");
         }

@@ -233,6 +233,19 @@ use super::{
     EventStore, EventStoreError, RestoreOutcome, ServerSseMessage, SessionManager, StreamId,
 };
 
+/// A sender whose receiver is gone, for a stream that is closed or not open yet.
+///
+/// Every such sender is a clone of one shared channel: a tokio channel allocates its
+/// first block of slots when it is made (about 2 KB for these messages), and a session
+/// holds one for its standalone stream until a client opens it, and one for each
+/// request it answered while the answer stays cached for a late resume.
+fn closed_sender() -> Sender<ServerSseMessage> {
+    static CLOSED: std::sync::OnceLock<Sender<ServerSseMessage>> = std::sync::OnceLock::new();
+    CLOSED
+        .get_or_init(|| tokio::sync::mpsc::channel(1).0)
+        .clone()
+}
+
 struct CachedTx {
     tx: Sender<ServerSseMessage>,
     cache: VecDeque<ServerSseMessage>,
@@ -246,14 +259,16 @@ struct CachedTx {
 impl CachedTx {
     fn new(
         tx: Sender<ServerSseMessage>,
+        capacity: usize,
         http_request_id: Option<HttpRequestId>,
         starting_index: usize,
         stream_id: StreamId,
         event_store: Option<Arc<dyn EventStore>>,
     ) -> Self {
         Self {
-            cache: VecDeque::with_capacity(tx.capacity()),
-            capacity: tx.capacity(),
+            // Grows on demand: most streams carry one or two messages.
+            cache: VecDeque::new(),
+            capacity,
             tx,
             http_request_id,
             starting_index,
@@ -263,10 +278,18 @@ impl CachedTx {
     }
     fn new_common(
         tx: Sender<ServerSseMessage>,
+        capacity: usize,
         session_id: &SessionId,
         event_store: Option<Arc<dyn EventStore>>,
     ) -> Self {
-        Self::new(tx, None, 0, format!("{session_id}:common"), event_store)
+        Self::new(
+            tx,
+            capacity,
+            None,
+            0,
+            format!("{session_id}:common"),
+            event_store,
+        )
     }
 
     fn next_event_id(&self) -> EventId {
@@ -444,8 +467,7 @@ impl LocalSessionWorker {
         // Close the sender so the client's SSE stream ends,
         // but keep the entry so the cache is available for
         // late resume requests.
-        let (closed_tx, _) = tokio::sync::mpsc::channel(1);
-        channel.tx.tx = closed_tx;
+        channel.tx.tx = closed_sender();
         for resource in resources {
             self.resource_router.remove(&resource);
         }
@@ -500,11 +522,18 @@ impl LocalSessionWorker {
     ) -> Result<StreamableHttpMessageReceiver, SessionError> {
         let http_request_id = self.next_http_request_id();
         let (tx, rx) = tokio::sync::mpsc::channel(self.session_config.channel_capacity);
+        // The stream id names the stream in the event store; without one it is unused.
+        let stream_id = if self.event_store.is_some() {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            StreamId::new()
+        };
         let mut cached_tx = CachedTx::new(
             tx,
+            self.session_config.channel_capacity,
             Some(http_request_id),
             0,
-            uuid::Uuid::new_v4().to_string(),
+            stream_id,
             self.event_store.clone(),
         );
         if let Some(retry) = self.session_config.sse_retry {
@@ -671,8 +700,7 @@ impl LocalSessionWorker {
                 if is_completed {
                     // Drop the sender after replaying so the stream ends
                     // instead of hanging indefinitely.
-                    let (closed_tx, _) = tokio::sync::mpsc::channel(1);
-                    request_wise.tx.tx = closed_tx;
+                    request_wise.tx.tx = closed_sender();
                 }
                 Ok(StreamableHttpMessageReceiver {
                     http_request_id: Some(http_request_id),
@@ -768,8 +796,7 @@ impl LocalSessionWorker {
                 }
 
                 // Close the stream by dropping the sender
-                let (tx, _rx) = tokio::sync::mpsc::channel(1);
-                request_wise.tx.tx = tx;
+                request_wise.tx.tx = closed_sender();
 
                 tracing::debug!(
                     http_request_id = id,
@@ -785,8 +812,7 @@ impl LocalSessionWorker {
                 }
 
                 // Close the stream by dropping the sender
-                let (tx, _rx) = tokio::sync::mpsc::channel(1);
-                self.common.tx = tx;
+                self.common.tx = closed_sender();
 
                 // Also close all shadow streams
                 self.shadow_txs.clear();
@@ -1038,30 +1064,12 @@ pub enum LocalSessionWorkerError {
     #[error("Tokio join error {0}")]
     TokioJoinError(#[from] tokio::task::JoinError),
 }
-impl Worker for LocalSessionWorker {
-    type Error = LocalSessionWorkerError;
-    type Role = RoleServer;
-    fn err_closed() -> Self::Error {
-        LocalSessionWorkerError::TransportClosed
-    }
-    fn err_join(e: tokio::task::JoinError) -> Self::Error {
-        LocalSessionWorkerError::TokioJoinError(e)
-    }
-    fn config(&self) -> crate::transport::worker::WorkerConfig {
-        crate::transport::worker::WorkerConfig {
-            name: Some(format!("streamable-http-session-{}", self.id)),
-            channel_buffer_capacity: self.session_config.channel_capacity,
-        }
-    }
-    #[instrument(name = "streamable_http_session", skip_all, fields(id = self.id.as_ref()))]
-    async fn run(
-        mut self,
-        mut context: WorkerContext<Self>,
-    ) -> Result<(), WorkerQuitReason<Self::Error>> {
-        enum InnerEvent {
-            FromHttpService(SessionEvent),
-            FromHandler(WorkerSendRequest<LocalSessionWorker>),
-        }
+impl LocalSessionWorker {
+    /// The session's first stage: wait for `initialize`, hand it to the handler, and answer.
+    async fn handshake(
+        &mut self,
+        context: &mut WorkerContext<Self>,
+    ) -> Result<(), WorkerQuitReason<LocalSessionWorkerError>> {
         let init_timeout = self.session_config.init_timeout.unwrap_or(Duration::MAX);
         let evt = tokio::select! {
             evt = self.event_rx.recv() => evt.ok_or_else(|| {
@@ -1102,6 +1110,37 @@ impl Worker for LocalSessionWorker {
             .responder
             .send(Ok(()))
             .map_err(|_| WorkerQuitReason::HandlerTerminated)?;
+        Ok(())
+    }
+}
+
+impl Worker for LocalSessionWorker {
+    type Error = LocalSessionWorkerError;
+    type Role = RoleServer;
+    fn err_closed() -> Self::Error {
+        LocalSessionWorkerError::TransportClosed
+    }
+    fn err_join(e: tokio::task::JoinError) -> Self::Error {
+        LocalSessionWorkerError::TokioJoinError(e)
+    }
+    fn config(&self) -> crate::transport::worker::WorkerConfig {
+        crate::transport::worker::WorkerConfig {
+            name: Some(format!("streamable-http-session-{}", self.id)),
+            channel_buffer_capacity: self.session_config.channel_capacity,
+        }
+    }
+    #[instrument(name = "streamable_http_session", skip_all, fields(id = self.id.as_ref()))]
+    async fn run(
+        mut self,
+        mut context: WorkerContext<Self>,
+    ) -> Result<(), WorkerQuitReason<Self::Error>> {
+        enum InnerEvent {
+            FromHttpService(SessionEvent),
+            FromHandler(WorkerSendRequest<LocalSessionWorker>),
+        }
+        // Each stage other than the wait for the next event is awaited boxed: a task holds
+        // the memory of its largest state for as long as it lives, and a session lives idle.
+        Box::pin(self.handshake(&mut context)).await?;
         let ct = context.cancellation_token.clone();
         let keep_alive = self.session_config.keep_alive.unwrap_or(Duration::MAX);
         loop {
@@ -1143,8 +1182,7 @@ impl Worker for LocalSessionWorker {
                             // no need to unregister resource
                         }
                     };
-                    let handle_result = self
-                        .handle_server_message(message)
+                    let handle_result = Box::pin(self.handle_server_message(message))
                         .await
                         .map_err(LocalSessionWorkerError::FailToHandleMessage);
                     let _ = responder.send(handle_result).inspect_err(|error| {
@@ -1174,11 +1212,11 @@ impl Worker for LocalSessionWorker {
                 InnerEvent::FromHttpService(SessionEvent::EstablishRequestWiseChannel {
                     responder,
                 }) => {
-                    let handle_result = self.establish_request_wise_channel().await;
+                    let handle_result = Box::pin(self.establish_request_wise_channel()).await;
                     let _ = responder.send(handle_result);
                 }
                 InnerEvent::FromHttpService(SessionEvent::EstablishCommonChannel { responder }) => {
-                    let handle_result = self.establish_common_channel().await;
+                    let handle_result = Box::pin(self.establish_common_channel()).await;
                     let _ = responder.send(handle_result);
                 }
                 InnerEvent::FromHttpService(SessionEvent::CloseRequestWiseChannel {
@@ -1192,7 +1230,7 @@ impl Worker for LocalSessionWorker {
                     last_event_id,
                     responder,
                 }) => {
-                    let handle_result = self.resume(last_event_id).await;
+                    let handle_result = Box::pin(self.resume(last_event_id)).await;
                     let _ = responder.send(handle_result);
                 }
                 InnerEvent::FromHttpService(SessionEvent::Close) => {
@@ -1204,7 +1242,7 @@ impl Worker for LocalSessionWorker {
                     responder,
                 }) => {
                     let handle_result =
-                        self.close_sse_stream(http_request_id, retry_interval).await;
+                        Box::pin(self.close_sse_stream(http_request_id, retry_interval)).await;
                     let _ = responder.send(handle_result);
                 }
                 _ => {
@@ -1286,8 +1324,12 @@ fn create_local_session_with_event_store(
 ) -> (LocalSessionHandle, LocalSessionWorker) {
     let id = id.into();
     let (event_tx, event_rx) = crate::boxed_mpsc::channel(config.channel_capacity);
-    let (common_tx, _) = tokio::sync::mpsc::channel(config.channel_capacity);
-    let common = CachedTx::new_common(common_tx, &id, event_store.clone());
+    let common = CachedTx::new_common(
+        closed_sender(),
+        config.channel_capacity,
+        &id,
+        event_store.clone(),
+    );
     tracing::info!(session_id = ?id, "create new session");
     let handle = LocalSessionHandle {
         event_tx,
