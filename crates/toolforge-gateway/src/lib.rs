@@ -8,6 +8,7 @@ mod cache_hints;
 pub mod chat;
 pub mod console;
 pub mod drain;
+mod free_memory;
 mod group_annotations;
 pub mod http;
 pub mod identity;

@@ -99,17 +99,25 @@ impl Shared {
             PoolEvent::ToolsChanged { .. } | PoolEvent::StateChanged { .. } => {
                 let catalog = self.pool.shared_catalog();
                 let fresh = self.take_built_ahead(&catalog);
-                let old = {
+                let (old_presentation, old_catalog) = {
                     let mut current = self.presentation.write();
                     std::mem::replace(&mut *current, (fresh.clone(), catalog.clone()))
                 };
-                if !Arc::ptr_eq(&old.1, &catalog) {
+                let new_generation = !Arc::ptr_eq(&old_catalog, &catalog);
+                if new_generation {
                     self.forget_earlier_generations();
                 }
-                if old.0.tools() != fresh.tools() || old.1.tools().ne(catalog.tools()) {
-                    self.notify_tools_changed((&old.0, old.1), (&fresh, catalog))
+                if old_presentation.tools() != fresh.tools()
+                    || old_catalog.tools().ne(catalog.tools())
+                {
+                    self.notify_tools_changed((&old_presentation, old_catalog), (&fresh, catalog))
                         .await;
                     self.listeners.notify(&Change::Tools).await;
+                }
+                drop(old_presentation);
+                if new_generation {
+                    // The earlier generation and the build of this one are gone.
+                    crate::free_memory::release_soon();
                 }
             }
             PoolEvent::ResourcesChanged { .. } => {

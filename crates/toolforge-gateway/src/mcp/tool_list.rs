@@ -430,6 +430,10 @@ impl Shared {
             query_matched: answer.query_matched,
         });
         self.list_cache.insert(&catalog, epoch, entry.clone());
+        if entry.tools.len() >= crate::free_memory::LARGE_BUILD_BYTES {
+            // Building it took several copies of the catalog's definitions, gone now.
+            crate::free_memory::release_soon();
+        }
         entry
     }
 }

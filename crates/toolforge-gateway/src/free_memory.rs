@@ -1,0 +1,79 @@
+//! Gives the heap's free memory back to the operating system after the gateway's big
+//! one-off builds: a new catalog generation, a large `tools/list` answer.
+//!
+//! glibc's allocator keeps the memory it got for a peak and reuses it, so a process's RSS
+//! follows its peak heap rather than what is live. A gateway's peaks are catalog builds: with
+//! 10,000 tools, start-up and the first `tools/list` each hold much more than stays live
+//! (`benchmarks/proxy/README.md`). `malloc_trim` hands the free pages of every arena back.
+//! Elsewhere (musl, other systems) this does nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// An answer at least this large is a build worth trimming after.
+pub(crate) const LARGE_BUILD_BYTES: usize = 1 << 20;
+
+/// How long a requested trim waits for the builds around it: many requests, one trim.
+const COALESCE: Duration = Duration::from_secs(1);
+
+static PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Returns free heap memory to the operating system a moment from now, off the async workers
+/// (a trim walks every arena: a few milliseconds with a large heap). Requests made while one
+/// is waiting join it, so a burst of builds (or a client that provokes them) costs one trim a
+/// second at most. Returns whether this call scheduled the trim.
+///
+/// Start-up does not trim: the first `tools/list` reuses what start-up freed, where a trim
+/// would have it fault the same memory back in (a slower first answer, no smaller RSS after).
+pub(crate) fn release_soon() -> bool {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return false;
+    }
+    if PENDING.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    tokio::spawn(async {
+        tokio::time::sleep(COALESCE).await;
+        PENDING.store(false, Ordering::Release);
+        drop(tokio::task::spawn_blocking(trim));
+    });
+    true
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() {
+    // SAFETY: `malloc_trim` takes no pointers and works on the allocator's own state under
+    // its own locks; 0 keeps no spare room at the top of the heap.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_requests_schedules_one_trim() {
+        // Another test may have a trim waiting: wait for it to go (bounded).
+        for _ in 0..300 {
+            if !PENDING.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let scheduled: Vec<bool> = (0..100).map(|_| release_soon()).collect();
+        assert_eq!(scheduled.iter().filter(|s| **s).count(), 1, "{scheduled:?}");
+        assert!(PENDING.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn without_a_runtime_nothing_is_scheduled() {
+        assert!(!release_soon());
+    }
+}
