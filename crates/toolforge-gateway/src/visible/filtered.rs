@@ -59,6 +59,22 @@ impl<H> Filtered<H> {
         session_channels(&self.session_query, ctx)
     }
 
+    /// Keeps the items of `listed` that a request with `channels` may see; `names` gives the
+    /// names an item is known by in visibility lists.
+    fn retain_visible<T: serde::Serialize>(
+        &self,
+        listed: &mut Vec<T>,
+        channels: &RequestChannels,
+        names: impl Fn(&T) -> Vec<String>,
+    ) {
+        let components: Vec<_> = listed
+            .iter()
+            .map(|item| component(&self.server, names(item), item, &[]))
+            .collect();
+        let mut shown = self.config.components(&components, channels).into_iter();
+        listed.retain(|_| shown.next().unwrap_or(false));
+    }
+
     /// Nothing restricts this request: every call passes straight through.
     fn unrestricted(&self, ctx: &RequestContext<RoleServer>) -> bool {
         self.config.is_open() && self.channels(ctx).is_empty()
@@ -199,16 +215,9 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
     ) -> Result<ListResourcesResult, McpError> {
         let channels = self.channels(&ctx);
         let mut listed = self.inner.list_resources(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .resources
-                .iter()
-                .map(|r| component(&self.server, vec![r.uri.clone(), r.name.clone()], r, &[]))
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed.resources.retain(|_| shown.next().unwrap_or(false));
+        self.retain_visible(&mut listed.resources, &channels, |r| {
+            vec![r.uri.clone(), r.name.clone()]
+        });
         Ok(listed)
     }
 
@@ -219,21 +228,9 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let channels = self.channels(&ctx);
         let mut listed = self.inner.list_resource_templates(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .resource_templates
-                .iter()
-                .map(|t| {
-                    let names = vec![t.uri_template.clone(), t.name.clone()];
-                    component(&self.server, names, t, &[])
-                })
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed
-            .resource_templates
-            .retain(|_| shown.next().unwrap_or(false));
+        self.retain_visible(&mut listed.resource_templates, &channels, |t| {
+            vec![t.uri_template.clone(), t.name.clone()]
+        });
         Ok(listed)
     }
 
@@ -270,16 +267,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
     ) -> Result<ListPromptsResult, McpError> {
         let channels = self.channels(&ctx);
         let mut listed = self.inner.list_prompts(request, ctx).await?;
-        let shown = self.config.components(
-            &listed
-                .prompts
-                .iter()
-                .map(|p| component(&self.server, vec![p.name.clone()], p, &[]))
-                .collect::<Vec<_>>(),
-            &channels,
-        );
-        let mut shown = shown.into_iter();
-        listed.prompts.retain(|_| shown.next().unwrap_or(false));
+        self.retain_visible(&mut listed.prompts, &channels, |p| vec![p.name.clone()]);
         Ok(listed)
     }
 
