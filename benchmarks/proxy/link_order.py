@@ -9,10 +9,13 @@ passes it to the linker), the functions it runs sit together and only their page
     benchmarks/proxy/link_order.py            # profile target/release/toolforge, write the list
     benchmarks/proxy/link_order.py --check    # how much of the list the current build still has
 
-Profiles with valgrind's callgrind the whole lives of two gateways, one after the other, sharing
-a catalog cache: the first starts while its backend is still down and with an empty cache, the
-second with both ready. Each serves `tools/list`, `tools/call` at c = 1, 8 and 32 on the session
-path and calls on the 2026-07-28 stateless path, then stops gracefully. Needs `setup.sh` run once (the
+Profiles with valgrind's callgrind the whole lives of three gateways, one after the other,
+sharing a catalog cache. The first two front the node backend over Streamable HTTP: the first
+starts while its backend is still down and with an empty cache, the second with both ready. Each
+serves `tools/list`, `tools/call` at c = 1, 8 and 32 on the session path and calls on the
+2026-07-28 stateless path. The third fronts a stdio server of 2,000 tools
+(benchmarks/visibility/catalog_server.py) and serves `tools/list` unfiltered, searched and by tag,
+and calls. Each stops gracefully. Needs `setup.sh` run once (the
 node backend and mcpload) and valgrind. Symbol names depend on the compiler version, Cargo.lock
 and the code, so rerun it after changes to the hot path; a stale entry is skipped by the linker.
 """
@@ -38,6 +41,13 @@ ORDER_FILE = os.path.join(ROOT, "crates", "toolforge", "link-order.txt")
 WORK = os.environ.get("BENCH_WORK", os.path.join(os.environ.get("TMPDIR", "/tmp"), "mcp-proxy-bench"))
 BACKEND_PORT = int(os.environ.get("BACKEND_PORT", "9160"))
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "9260"))
+STDIO_CATALOG = {
+    "catalog": {
+        "command": sys.executable,
+        "args": [os.path.join(ROOT, "benchmarks", "visibility", "catalog_server.py"),
+                 "--tools", "2000"],
+    }
+}
 HEADER = """\
 # Functions of the toolforge binary that a gateway runs, hottest first (symbol names as the
 # linker sees them). crates/toolforge/build.rs hands this file to the linker on release builds,
@@ -97,6 +107,35 @@ def post_stateless_call(url, i):
         resp.read()
 
 
+def mcpload_run(mcpload, url, tool, *args):
+    subprocess.run([mcpload, "--url", url, "--tool", tool, "-q", "--warmup", "0", "-d", "600",
+                    *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def backend_workload(mcpload, gateway):
+    url = gateway + "/mcp"
+    mcpload_run(mcpload, url, "b_echo", "--op", "tools/call", "--probe", "--probe-wait", "300")
+    mcpload_run(mcpload, url, "b_echo", "--op", "tools/list", "-c", "4", "--max-requests", "50")
+    for conc in (1, 8, 32):
+        mcpload_run(mcpload, url, "b_echo", "--op", "tools/call", "-c", str(conc),
+                    "--max-requests", "500")
+    for i in range(50):
+        post_stateless_call(url, i)
+    answers(gateway + "/tools")
+
+
+def catalog_workload(mcpload, gateway):
+    url = gateway + "/mcp"
+    tool = "list_issue_0"  # catalog_server.py's tool 0
+    mcpload_run(mcpload, url, tool, "--op", "tools/call", "--probe", "--probe-wait", "300")
+    for query in ("", "?q=search+open+issues", "?tags=github", "?disabled_tags=write"):
+        mcpload_run(mcpload, url + query, tool, "--op", "tools/list", "-c", "2",
+                    "--max-requests", "20")
+    mcpload_run(mcpload, url, tool, "--op", "tools/call", "-c", "8", "--max-requests", "200")
+    answers(gateway + "/tools")
+    answers(gateway + "/tools?q=search+open+issues")
+
+
 def start_backend(node_dir):
     return subprocess.Popen(
         ["node", "backend_node.mjs", "--transport", "http", "--port", str(BACKEND_PORT)],
@@ -104,8 +143,8 @@ def start_backend(node_dir):
 
 
 def profile(binary, out_dir, life):
-    """Runs gateway number `life` (1: backend down at its start, 2: backend up) under callgrind
-    through the workload; returns the profile's path."""
+    """Runs gateway number `life` under callgrind through its workload; returns the profile's
+    path. 1: the node backend is down at its start; 2: it is up; 3: the stdio catalog."""
     mcpload = os.path.join(WORK, "target", "release", "mcpload")
     node_dir = os.path.join(WORK, "node")
     for need in (mcpload, os.path.join(node_dir, "backend_node.mjs")):
@@ -115,9 +154,10 @@ def profile(binary, out_dir, life):
         sys.exit("link_order: valgrind is not installed")
     backend_url = f"http://127.0.0.1:{BACKEND_PORT}/mcp"
     gateway = f"http://127.0.0.1:{GATEWAY_PORT}"
-    config = os.path.join(out_dir, "mcp.servers.json")
+    config = os.path.join(out_dir, f"mcp.servers.{life}.json")
     with open(config, "w") as f:
-        json.dump({"mcpServers": {"backend": {"url": backend_url}}}, f)
+        servers = STDIO_CATALOG if life == 3 else {"backend": {"url": backend_url}}
+        json.dump({"mcpServers": servers}, f)
     env = {k: v for k, v in os.environ.items() if k != "RUST_LOG"}  # the default log level
     env["XDG_CACHE_HOME"] = os.path.join(out_dir, "cache")  # not the user's catalog cache
     out_file = os.path.join(out_dir, f"callgrind.{life}.out")
@@ -133,20 +173,12 @@ def profile(binary, out_dir, life):
         stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_until("the gateway to listen", lambda: answers(gateway + "/health"), 300)
-        if backend is None:
+        if life == 1:
             backend = start_backend(node_dir)
-        load = [mcpload, "--url", gateway + "/mcp", "--tool", "b_echo", "-q", "--warmup", "0",
-                "-d", "600"]
-        subprocess.run(load + ["--op", "tools/call", "--probe", "--probe-wait", "300"],
-                       check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(load + ["--op", "tools/list", "-c", "4", "--max-requests", "50"],
-                       check=True, stdout=subprocess.DEVNULL)
-        for conc in (1, 8, 32):
-            subprocess.run(load + ["--op", "tools/call", "-c", str(conc), "--max-requests", "500"],
-                           check=True, stdout=subprocess.DEVNULL)
-        for i in range(50):
-            post_stateless_call(gateway + "/mcp", i)
-        answers(gateway + "/tools")
+        if life == 3:
+            catalog_workload(mcpload, gateway)
+        else:
+            backend_workload(mcpload, gateway)
     finally:
         gw.send_signal(signal.SIGTERM)  # a graceful stop, whose code is profiled too
         try:
@@ -257,7 +289,7 @@ def main():
     if not args.no_build:
         build()
     with tempfile.TemporaryDirectory(prefix="link-order.") as tmp:
-        profiles = [profile(BINARY, tmp, life) for life in (1, 2)]
+        profiles = [profile(BINARY, tmp, life) for life in (1, 2, 3)]
         names = hot_functions(profiles, BINARY)
     if len(names) < 1000:
         sys.exit(f"link_order: only {len(names)} functions in the profile; is it complete?")
