@@ -274,6 +274,10 @@ def check():
     found = sum(1 for n in names if n in present)
     print(f"{found} of {len(names)} listed functions are in {os.path.relpath(BINARY, ROOT)} "
           f"({100 * found / max(len(names), 1):.0f} %)")
+    local = sum(1 for n in names if ".llvm." in n)
+    if local:
+        print(f"{local} listed names carry an `.llvm.` suffix, which differs between checkouts: "
+              "was this list made with the release profile's codegen-units = 1?")
 
 
 def main():

@@ -414,7 +414,9 @@ impl Shared {
             _ => Vec::new(),
         };
         let tools = match serde_json::to_vec(&listed) {
-            Ok(bytes) => Bytes::from(bytes),
+            // Exactly its length: a `Vec` grown by doubling holds up to twice that, for as
+            // long as the answer stays cached.
+            Ok(bytes) => Bytes::from(bytes.into_boxed_slice()),
             Err(e) => {
                 tracing::warn!("tools/list: a tool definition did not serialise: {e}");
                 Bytes::from_static(b"[]")

@@ -57,6 +57,10 @@ pub type TransportWriter<Role, W> = FramedWrite<W, JsonRpcMessageCodec<TxJsonRpc
 /// HTTP is also acceptable over stdio.
 pub const DEFAULT_MAX_LINE_LENGTH: usize = 16 * 1024 * 1024;
 
+/// The most line buffer a connection keeps between messages; a bigger message's buffer is
+/// freed once it is parsed.
+const RETAINED_LINE_CAPACITY: usize = 256 * 1024;
+
 pub struct AsyncRwTransport<Role: ServiceRole, R: AsyncRead, W: AsyncWrite> {
     read: BufReader<R>,
     line_buf: Vec<u8>,
@@ -309,6 +313,11 @@ where
                 try_parse_with_compatibility::<RxJsonRpcMessage<Role>>(line, "receive")
             };
             self.line_buf.clear();
+            if self.line_buf.capacity() > RETAINED_LINE_CAPACITY {
+                // One big message (a `tools/list` of thousands of tools) must not keep its
+                // buffer for the life of the connection.
+                self.line_buf = Vec::new();
+            }
             match parsed {
                 Ok(Some(msg)) => return Some(msg),
                 Ok(None) => continue,
