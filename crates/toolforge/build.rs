@@ -1,9 +1,11 @@
 //! Links the `toolforge` binary with the functions a gateway runs placed together.
 //!
 //! `link-order.txt` lists them, hottest first; `benchmarks/proxy/link_order.py` writes it from a
-//! profile. The kernel maps a binary's code in blocks around each page a process executes, so
-//! without the list the gateway's 4 MB of hot code, spread over 40 MB, kept about 23 MB of the
-//! file resident; with it, about 10 MB.
+//! profile. The kernel maps a binary's code in blocks of up to 128 KB around each page a process
+//! runs, so without the list the gateway's few MB of hot code, spread over 30-40 MB, kept 20-25
+//! MB of the file resident; with it, about 7 MB. The names are portable between checkouts
+//! because the release profile builds one codegen unit per crate (no `.llvm.<hash>` suffixes),
+//! but not between compiler versions or `Cargo.lock`s: regenerate the list after such changes.
 //!
 //! Only release builds for `x86_64-unknown-linux-gnu`, where rustc 1.90 and later link with its
 //! own lld by default, get the list: another linker may not know the option. A configured
