@@ -1,12 +1,14 @@
 //! The annotations an overlap group is listed with, merged from its members'.
 
+use std::sync::Arc;
+
 use rmcp::model::Tool as McpTool;
 use serde_json::Value;
 
 /// The annotations of an overlap group, from its members' (any one of which may run a call):
 /// destructive or open-world if any member is, read-only or idempotent only if all are. A hint
 /// no member gives stays unset.
-pub(crate) fn group_annotations(members: &[Option<McpTool>]) -> Option<Value> {
+pub(crate) fn group_annotations(members: &[Option<Arc<McpTool>>]) -> Option<Value> {
     let hints: Vec<Value> = members
         .iter()
         .map(|m| {
@@ -45,11 +47,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tool(annotations: Value) -> Option<McpTool> {
+    fn tool(annotations: Value) -> Option<Arc<McpTool>> {
         serde_json::from_value(json!({
             "name": "t", "inputSchema": {"type": "object"}, "annotations": annotations
         }))
         .ok()
+        .map(Arc::new)
     }
 
     #[test]

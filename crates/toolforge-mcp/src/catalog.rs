@@ -25,7 +25,7 @@ pub(crate) fn build(servers: &[Arc<Upstream>], overlaps: &[(String, Vec<ToolId>)
                 .iter()
                 .filter_map(|t| {
                     // The schema is shared with the pool's copy, not converted again.
-                    let mut rest = t.clone();
+                    let mut rest = McpTool::clone(t);
                     rest.input_schema = Arc::default();
                     let serde_json::Value::Object(def) = serde_json::to_value(&rest).ok()? else {
                         return None;
@@ -40,8 +40,8 @@ pub(crate) fn build(servers: &[Arc<Upstream>], overlaps: &[(String, Vec<ToolId>)
 
 /// The definitions of `ids`, in order: one lock and one pass per server, so listing a
 /// server's thousands of tools stays linear.
-pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Option<McpTool>> {
-    let mut out: Vec<Option<McpTool>> = vec![None; ids.len()];
+pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Option<Arc<McpTool>>> {
+    let mut out: Vec<Option<Arc<McpTool>>> = vec![None; ids.len()];
     let mut by_server: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, id) in ids.iter().enumerate() {
         by_server.entry(id.server.as_str()).or_default().push(i);
@@ -59,7 +59,7 @@ pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Opt
             }
             continue;
         }
-        let index: HashMap<&str, &McpTool> = lists
+        let index: HashMap<&str, &Arc<McpTool>> = lists
             .tools
             .iter()
             .rev() // the first of duplicate names wins, as in `Pool::tool_definition`
@@ -99,7 +99,7 @@ mod tests {
             "annotations": {"readOnlyHint": true}
         });
         let listed: McpTool = serde_json::from_value(sent.clone()).unwrap();
-        up.lists.write().tools = vec![listed];
+        up.lists.write().tools = vec![Arc::new(listed)];
 
         let catalog = build(std::slice::from_ref(&up), &[]);
         let tool = catalog.tools().next().expect("the tool");

@@ -1,6 +1,7 @@
 //! Reading a server's lists (tools with pagination, resources, templates, prompts) into its
 //! [`Upstream`], and keeping the catalog cache in step.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::ServerCapabilities;
@@ -43,7 +44,7 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
     // so it is not held while pin admission makes its own (the peak with thousands of tools).
     let listed = up.cache.as_ref().map(|_| tools.clone());
     up.set_lists(Lists {
-        tools,
+        tools: tools.into_iter().map(Arc::new).collect(),
         resources,
         templates,
         prompts,

@@ -418,13 +418,17 @@ impl Pool {
     pub fn tool_definition(&self, id: &ToolId) -> Option<McpTool> {
         let up = self.upstream(&id.server)?;
         let lists = up.lists.read();
-        lists.tools.iter().find(|t| t.name == id.name).cloned()
+        lists
+            .tools
+            .iter()
+            .find(|t| t.name == id.name)
+            .map(|t| McpTool::clone(t))
     }
 
     /// [`Pool::tool_definition`] of many tools at once, in order: one lock and one pass per
     /// server, so listing a server's thousands of tools stays linear.
     #[must_use]
-    pub fn tool_definitions(&self, ids: &[&ToolId]) -> Vec<Option<McpTool>> {
+    pub fn tool_definitions(&self, ids: &[&ToolId]) -> Vec<Option<Arc<McpTool>>> {
         catalog::definitions(&self.servers, ids)
     }
 
@@ -761,10 +765,10 @@ async fn preload(servers: &Servers, cache: &CatalogCache) -> Vec<String> {
             Lookup::Fresh(e) | Lookup::Stale(e) => e,
             Lookup::Miss => continue,
         };
-        let tools: Vec<McpTool> = entry
+        let tools: Vec<Arc<McpTool>> = entry
             .tools
             .into_iter()
-            .filter_map(|t| serde_json::from_value(t).ok())
+            .filter_map(|t| serde_json::from_value(t).ok().map(Arc::new))
             .collect();
         up.set_lists(Lists {
             tools,

@@ -43,7 +43,8 @@ pub struct ServerHealth {
 /// What a server offers, as last listed.
 #[derive(Default)]
 pub(crate) struct Lists {
-    pub tools: Vec<McpTool>,
+    /// Shared: the catalog and the gateway's list of exposed tools hold these, not copies.
+    pub tools: Vec<Arc<McpTool>>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
     pub prompts: Vec<Prompt>,
@@ -145,11 +146,13 @@ impl Upstream {
     /// hold back go to `quarantined`, not `tools`.
     pub fn set_lists(&self, mut lists: Lists) {
         if let Some(pinning) = &self.pinning {
+            // Fresh lists hold the only reference to each tool, so unwrapping copies nothing.
+            let listed = std::mem::take(&mut lists.tools);
             let (offered, held) = pinning.admit(
                 &crate::cache::key(&self.cfg),
-                std::mem::take(&mut lists.tools),
+                listed.into_iter().map(Arc::unwrap_or_clone).collect(),
             );
-            lists.tools = offered;
+            lists.tools = offered.into_iter().map(Arc::new).collect();
             lists.quarantined = held;
         }
         self.lists_gen.fetch_add(1, Ordering::Release);
@@ -166,11 +169,11 @@ impl Upstream {
         if lists.quarantined.is_empty() {
             return false;
         }
-        let mut all = lists.tools.clone();
+        let mut all: Vec<McpTool> = lists.tools.iter().map(|t| McpTool::clone(t)).collect();
         all.extend(lists.quarantined.iter().map(|q| q.tool.clone()));
         let (offered, held) = pinning.admit(&crate::cache::key(&self.cfg), all);
         let released = held.len() < lists.quarantined.len();
-        lists.tools = offered;
+        lists.tools = offered.into_iter().map(Arc::new).collect();
         lists.quarantined = held;
         drop(lists);
         if released {

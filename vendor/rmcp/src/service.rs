@@ -1392,6 +1392,29 @@ where
     tokio::spawn(future)
 }
 
+/// The longest a response waits for the notification handlers before it: a handler that
+/// itself waits for a response on this connection must not stall it for good.
+const NOTIFICATIONS_FIRST_WAIT: Duration = Duration::from_secs(1);
+
+/// Hands `result` to its caller once the notification handlers that were running or queued
+/// when it arrived have finished (at once when none were), or after
+/// [`NOTIFICATIONS_FIRST_WAIT`].
+fn respond_after_notifications<T: MaybeSend + 'static>(
+    notifications_in_flight: &Arc<tokio::sync::RwLock<()>>,
+    responder: tokio::sync::oneshot::Sender<T>,
+    result: T,
+) {
+    if let Ok(_idle) = notifications_in_flight.clone().try_write_owned() {
+        let _ = responder.send(result);
+        return;
+    }
+    let lock = notifications_in_flight.clone();
+    spawn_service_task(async move {
+        let _after = tokio::time::timeout(NOTIFICATIONS_FIRST_WAIT, lock.write_owned()).await;
+        let _ = responder.send(result);
+    });
+}
+
 #[cfg(feature = "local")]
 fn spawn_service_task<F>(future: F) -> tokio::task::JoinHandle<F::Output>
 where
@@ -1435,6 +1458,10 @@ where
     let mut local_responder_pool =
         HashMap::<RequestId, PendingResponse<Result<R::PeerResp, ServiceError>>>::new();
     let mut local_ct_pool = HashMap::<RequestId, CancellationToken>::new();
+    // A client's notification handlers hold this (shared) while they run, and a response is
+    // handed to its caller under it exclusively, so a caller sees the notifications its peer
+    // sent before the response (a tool's log messages, its progress) handled first.
+    let notifications_in_flight = Arc::new(tokio::sync::RwLock::new(()));
     let shared_service = Arc::new(service);
     // for return
     let service = shared_service.clone();
@@ -1783,7 +1810,17 @@ where
                             extensions,
                         };
                         let current_span = tracing::Span::current();
+                        // Taken here, in arrival order; when a response waits for the lock,
+                        // this notification came after it and waits in turn.
+                        let held = R::IS_CLIENT
+                            .then(|| notifications_in_flight.clone().try_read_owned().ok());
+                        let lock = notifications_in_flight.clone();
                         spawn_service_task(async move {
+                            let _in_flight = match held {
+                                Some(Some(guard)) => Some(guard),
+                                Some(None) => Some(lock.read_owned().await),
+                                None => None,
+                            };
                             let result = service.handle_notification(notification, context).await;
                             if let Err(error) = result {
                                 tracing::warn!(%error, "Error sending notification");
@@ -1799,10 +1836,11 @@ where
                     if let Some(responder) =
                         remove_pending_request(&mut local_responder_pool, &id)
                     {
-                        let response_result = responder.responder.send(Ok(result));
-                        if let Err(_error) = response_result {
-                            tracing::warn!(%id, "Error sending response");
-                        }
+                        respond_after_notifications(
+                            &notifications_in_flight,
+                            responder.responder,
+                            Ok(result),
+                        );
                     }
                 }
                 Event::PeerMessage(JsonRpcMessage::Error(JsonRpcError { error, id, .. })) => {
@@ -1820,10 +1858,11 @@ where
                         } else {
                             ServiceError::McpError(error)
                         };
-                        let _response_result = responder.responder.send(Err(service_error));
-                        if let Err(_error) = _response_result {
-                            tracing::warn!(%id, "Error sending response");
-                        }
+                        respond_after_notifications(
+                            &notifications_in_flight,
+                            responder.responder,
+                            Err(service_error),
+                        );
                     }
                 }
             }

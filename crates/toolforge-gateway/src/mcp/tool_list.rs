@@ -144,7 +144,7 @@ impl Shared {
     ) -> Vec<McpTool> {
         self.tool_definitions_where(presentation, keep)
             .into_iter()
-            .map(|(_, def)| def)
+            .map(|(_, def)| Arc::unwrap_or_clone(def))
             .collect()
     }
 
@@ -153,7 +153,7 @@ impl Shared {
         &self,
         presentation: &Presentation,
         keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
-    ) -> Vec<(usize, McpTool)> {
+    ) -> Vec<(usize, Arc<McpTool>)> {
         let shown: Vec<(usize, &toolforge_select::ExposedTool)> = presentation
             .tools()
             .iter()
@@ -176,7 +176,7 @@ impl Shared {
                     && let Some(mut def) = definitions.next().flatten()
                 {
                     if def.name != exposed.name {
-                        def.name = exposed.name.clone().into();
+                        Arc::make_mut(&mut def).name = exposed.name.clone().into();
                     }
                     return Some((k, def));
                 }
@@ -190,7 +190,7 @@ impl Shared {
                 if let Some(a) = annotations {
                     def["annotations"] = a;
                 }
-                Some((k, serde_json::from_value(def).ok()?))
+                Some((k, Arc::new(serde_json::from_value(def).ok()?)))
             })
             .collect()
     }
@@ -201,8 +201,9 @@ impl Shared {
 pub(super) struct ListedTools {
     catalog: Arc<toolforge_select::Catalog>,
     presentation: Arc<Presentation>,
-    /// Each definition with its exposed tool's index in `presentation`.
-    tools: Vec<(usize, McpTool)>,
+    /// Each definition with its exposed tool's index in `presentation`: the pool's own,
+    /// shared, unless the tool is renamed or a group's.
+    tools: Vec<(usize, Arc<McpTool>)>,
     by_name: HashMap<String, usize>,
 }
 
@@ -210,7 +211,7 @@ impl ListedTools {
     fn new(
         catalog: Arc<toolforge_select::Catalog>,
         presentation: Arc<Presentation>,
-        tools: Vec<(usize, McpTool)>,
+        tools: Vec<(usize, Arc<McpTool>)>,
     ) -> Self {
         let by_name = tools
             .iter()
@@ -227,7 +228,7 @@ impl ListedTools {
 
     /// Every definition.
     pub(super) fn all(&self) -> Vec<McpTool> {
-        self.tools.iter().map(|(_, t)| t.clone()).collect()
+        self.tools.iter().map(|(_, t)| McpTool::clone(t)).collect()
     }
 
     /// The definitions whose exposed tool (by its index in the presentation) `keep` accepts.
@@ -235,13 +236,13 @@ impl ListedTools {
         self.tools
             .iter()
             .filter(|(k, _)| keep(*k))
-            .map(|(_, t)| t.clone())
+            .map(|(_, t)| McpTool::clone(t))
             .collect()
     }
 
     /// The definition of the tool exposed as `name`.
     pub(super) fn get(&self, name: &str) -> Option<&McpTool> {
-        self.by_name.get(name).map(|&i| &self.tools[i].1)
+        self.by_name.get(name).map(|&i| &*self.tools[i].1)
     }
 }
 
