@@ -1,13 +1,15 @@
 //! Reading a server's lists (tools with pagination, resources, templates, prompts) into its
-//! [`Upstream`], and keeping the catalog cache in step.
+//! [`Upstream`], filling them from the catalog cache at start-up, and keeping that cache in
+//! step.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::ServerCapabilities;
+use rmcp::model::{ServerCapabilities, Tool as McpTool};
 use rmcp::{Peer, RoleClient};
 
-use crate::cache::{self, CachedTools};
+use crate::cache::{self, CachedTools, CatalogCache, Lookup};
+use crate::events::Servers;
 use crate::upstream::{Lists, Upstream};
 
 /// Least time between two refreshes of one server's tool list caused by calls naming a tool
@@ -89,6 +91,65 @@ pub(crate) async fn refresh_for_unknown_tool(up: &Upstream, tool: &str) -> bool 
             false
         }
     }
+}
+
+/// Fills each enabled server's tools from the cache (fresh or stale); returns the servers
+/// found there.
+pub(crate) async fn preload(servers: &Servers, cache: &CatalogCache) -> Vec<String> {
+    let lookups = servers
+        .iter()
+        .filter(|u| !u.cfg.disabled)
+        .map(|u| async move { (u.clone(), cache.lookup(&u.cfg).await) });
+    let mut found = Vec::new();
+    for (up, hit) in futures::future::join_all(lookups).await {
+        let entry = match hit {
+            Lookup::Fresh(e) | Lookup::Stale(e) => e,
+            Lookup::Miss => continue,
+        };
+        let tools: Vec<Arc<McpTool>> = entry
+            .tools
+            .into_iter()
+            .filter_map(|t| serde_json::from_value(t).ok().map(Arc::new))
+            .collect();
+        up.set_lists(Lists {
+            tools,
+            fetched_at_ms: Some(entry.fetched_at_ms),
+            from_cache: true,
+            ..Lists::default()
+        });
+        found.push(up.cfg.name.clone());
+    }
+    found
+}
+
+/// Each enabled server's list age and source, with the catalog cache's own figures.
+pub(crate) fn cache_status(servers: &Servers) -> serde_json::Value {
+    let now = cache::now_ms();
+    let lists_by_server: serde_json::Map<String, serde_json::Value> = servers
+        .iter()
+        .filter(|u| !u.cfg.disabled)
+        .map(|u| {
+            let lists = u.lists.read();
+            let age = lists.fetched_at_ms.map(|at| now.saturating_sub(at) / 1000);
+            (
+                u.cfg.name.clone(),
+                serde_json::json!({
+                    "age_seconds": age,
+                    "source": match (lists.fetched_at_ms, lists.from_cache) {
+                        (None, _) => "none",
+                        (Some(_), true) => "cache",
+                        (Some(_), false) => "live",
+                    },
+                }),
+            )
+        })
+        .collect();
+    let mut status = match servers.iter().find_map(|u| u.cache.clone()) {
+        Some(cache) => cache.stats(),
+        None => serde_json::json!({"backend": "none"}),
+    };
+    status["servers"] = serde_json::Value::Object(lists_by_server);
+    status
 }
 
 #[cfg(test)]

@@ -268,6 +268,27 @@ pub struct Pinning {
 }
 
 impl Pinning {
+    /// The pool's pinning from the `"toolforge"` settings: `"pinning"` (default on) and
+    /// `"guards"`; pins live in the catalog cache's SQLite file, else in memory.
+    pub(crate) fn from_settings(
+        settings: &serde_json::Map<String, serde_json::Value>,
+        options: &crate::options::PoolOptions,
+    ) -> Self {
+        let pins = settings
+            .get("pinning")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(true);
+        // `config::parse` already refused a malformed value.
+        let guards =
+            toolforge_guard::GuardSettings::from_value(settings.get("guards")).unwrap_or_default();
+        let store = options
+            .cache
+            .as_ref()
+            .and_then(|c| c.pin_store())
+            .unwrap_or_else(PinStore::memory);
+        Self::new(store, pins, guards)
+    }
+
     #[must_use]
     pub fn new(store: PinStore, pins: bool, guards: GuardSettings) -> Self {
         Self {

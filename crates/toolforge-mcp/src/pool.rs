@@ -2,7 +2,8 @@
 //! the retry policy. This file is the public face; the work is done in the modules it uses:
 //! `supervise` (connect, list, restart with backoff), `call` (the call path: at-most-once
 //! execution with the retry policy), `events` (`list_changed` and cache revalidation),
-//! `catalog` (the merged catalog) and `lists` (reading a server's lists).
+//! `catalog` (the merged catalog) and `lists` (reading a server's lists, from the server or the
+//! catalog cache).
 //!
 //! Start-up waits for every server's first attempt concurrently, each bounded by its own start
 //! timeout, so one broken server never holds up the others.
@@ -24,17 +25,17 @@ use tokio_util::sync::CancellationToken;
 use toolforge_retry::RetryPolicy;
 use toolforge_select::{Catalog, ToolId};
 
-use crate::cache::{self, CatalogCache, Lookup};
 use crate::config::{Isolation, PoolConfig};
 use crate::events::{self, Servers};
 use crate::isolation::Isolated;
-use crate::pins::{PinStore, Pinning};
+use crate::pins::Pinning;
 use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Upstream};
 use crate::{call, catalog, guard, lists, supervise};
 
 pub use crate::call::{CallContext, CallError, CallFailure, CallOutcome};
 pub use crate::options::PoolOptions;
+pub use crate::supervise::FirstAttempts;
 pub use crate::upstream::{ServerHealth, ServerState};
 
 /// The pool of MCP servers.
@@ -57,56 +58,11 @@ pub struct Pool {
 /// `toolforge tools approve` (another process) takes effect without a restart.
 const READMIT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The pool's pinning from the `"toolforge"` settings: `"pinning"` (default on) and
-/// `"guards"`; pins live in the catalog cache's SQLite file, else in memory.
-fn pinning(
-    settings: &serde_json::Map<String, serde_json::Value>,
-    options: &PoolOptions,
-) -> Pinning {
-    let pins = settings
-        .get("pinning")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(true);
-    // `config::parse` already refused a malformed value.
-    let guards =
-        toolforge_guard::GuardSettings::from_value(settings.get("guards")).unwrap_or_default();
-    let store = options
-        .cache
-        .as_ref()
-        .and_then(|c| c.pin_store())
-        .unwrap_or_else(PinStore::memory);
-    Pinning::new(store, pins, guards)
-}
-
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("servers", &self.servers.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// The first start attempt of each server of a [`Pool::launch`]ed pool, to wait for when a
-/// caller needs the catalog before it goes on (the CLI's one-shot commands).
-#[must_use = "wait for it, or drop it to go on without waiting"]
-pub struct FirstAttempts(Vec<(Arc<Upstream>, tokio::sync::oneshot::Receiver<()>)>);
-
-impl std::fmt::Debug for FirstAttempts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("FirstAttempts").field(&self.0.len()).finish()
-    }
-}
-
-impl FirstAttempts {
-    /// Returns once each server has made its first attempt (ready, failed, or past its start
-    /// timeout).
-    pub async fn wait(self) {
-        for (up, rx) in self.0 {
-            let limit = up.cfg.start_timeout + Duration::from_secs(1);
-            if tokio::time::timeout(limit, rx).await.is_err() {
-                tracing::warn!(server = %up.cfg.name, "not ready after {limit:?}; still trying in the background");
-            }
-        }
     }
 }
 
@@ -126,7 +82,7 @@ impl Pool {
     pub async fn launch(config: PoolConfig, options: PoolOptions) -> (Arc<Self>, FirstAttempts) {
         let (relay_tx, relay_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(256);
-        let pinning = Arc::new(pinning(&config.settings, &options));
+        let pinning = Arc::new(Pinning::from_settings(&config.settings, &options));
         let servers: Arc<Servers> = config
             .servers
             .into_iter()
@@ -195,7 +151,7 @@ impl Pool {
         // Serve what the cache holds at once; live lists replace it as servers answer.
         let mut cached_servers = std::collections::HashSet::new();
         if let Some(cache) = &options.cache {
-            for name in preload(&pool.servers, cache).await {
+            for name in lists::preload(&pool.servers, cache).await {
                 cached_servers.insert(name);
             }
         }
@@ -232,7 +188,7 @@ impl Pool {
                 events::spawn_revalidator(weak, cache, pool.events.clone(), pool.cancel.clone());
             pool.tasks.lock().push(task);
         }
-        (pool, FirstAttempts(first))
+        (pool, FirstAttempts::new(first))
     }
 
     /// Stops every server (stdio children get the spec shutdown) and waits briefly.
@@ -302,33 +258,7 @@ impl Pool {
     /// The catalog cache's figures and each server's list age, for `/health`.
     #[must_use]
     pub fn cache_status(&self) -> serde_json::Value {
-        let now = cache::now_ms();
-        let servers: serde_json::Map<String, serde_json::Value> = self
-            .servers
-            .iter()
-            .filter(|u| !u.cfg.disabled)
-            .map(|u| {
-                let lists = u.lists.read();
-                let age = lists.fetched_at_ms.map(|at| now.saturating_sub(at) / 1000);
-                (
-                    u.cfg.name.clone(),
-                    serde_json::json!({
-                        "age_seconds": age,
-                        "source": match (lists.fetched_at_ms, lists.from_cache) {
-                            (None, _) => "none",
-                            (Some(_), true) => "cache",
-                            (Some(_), false) => "live",
-                        },
-                    }),
-                )
-            })
-            .collect();
-        let mut status = match self.servers.iter().find_map(|u| u.cache.clone()) {
-            Some(cache) => cache.stats(),
-            None => serde_json::json!({"backend": "none"}),
-        };
-        status["servers"] = serde_json::Value::Object(servers);
-        status
+        lists::cache_status(&self.servers)
     }
 
     /// Where this pool keeps its tool pins (the catalog cache's SQLite file, else memory).
@@ -750,33 +680,4 @@ impl Pool {
         self.upstream(server)
             .ok_or_else(|| CallError::UnknownServer(server.to_owned()))
     }
-}
-
-/// Fills each enabled server's tools from the cache (fresh or stale); returns the servers
-/// found there.
-async fn preload(servers: &Servers, cache: &CatalogCache) -> Vec<String> {
-    let lookups = servers
-        .iter()
-        .filter(|u| !u.cfg.disabled)
-        .map(|u| async move { (u.clone(), cache.lookup(&u.cfg).await) });
-    let mut found = Vec::new();
-    for (up, hit) in futures::future::join_all(lookups).await {
-        let entry = match hit {
-            Lookup::Fresh(e) | Lookup::Stale(e) => e,
-            Lookup::Miss => continue,
-        };
-        let tools: Vec<Arc<McpTool>> = entry
-            .tools
-            .into_iter()
-            .filter_map(|t| serde_json::from_value(t).ok().map(Arc::new))
-            .collect();
-        up.set_lists(Lists {
-            tools,
-            fetched_at_ms: Some(entry.fetched_at_ms),
-            from_cache: true,
-            ..Lists::default()
-        });
-        found.push(up.cfg.name.clone());
-    }
-    found
 }

@@ -112,3 +112,31 @@ pub(crate) async fn supervise(
         }
     }
 }
+
+/// The first start attempt of each server of a [`crate::Pool::launch`]ed pool, to wait for when a
+/// caller needs the catalog before it goes on (the CLI's one-shot commands).
+#[must_use = "wait for it, or drop it to go on without waiting"]
+pub struct FirstAttempts(Vec<(Arc<Upstream>, tokio::sync::oneshot::Receiver<()>)>);
+
+impl std::fmt::Debug for FirstAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FirstAttempts").field(&self.0.len()).finish()
+    }
+}
+
+impl FirstAttempts {
+    pub(crate) fn new(first: Vec<(Arc<Upstream>, tokio::sync::oneshot::Receiver<()>)>) -> Self {
+        Self(first)
+    }
+
+    /// Returns once each server has made its first attempt (ready, failed, or past its start
+    /// timeout).
+    pub async fn wait(self) {
+        for (up, rx) in self.0 {
+            let limit = up.cfg.start_timeout + Duration::from_secs(1);
+            if tokio::time::timeout(limit, rx).await.is_err() {
+                tracing::warn!(server = %up.cfg.name, "not ready after {limit:?}; still trying in the background");
+            }
+        }
+    }
+}
