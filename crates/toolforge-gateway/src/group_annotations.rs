@@ -1,19 +1,17 @@
 //! The annotations an overlap group is listed with, merged from its members'.
 
-use std::sync::Arc;
-
-use rmcp::model::Tool as McpTool;
 use serde_json::Value;
+use toolforge_mcp::ListedTool;
 
 /// The annotations of an overlap group, from its members' (any one of which may run a call):
 /// destructive or open-world if any member is, read-only or idempotent only if all are. A hint
 /// no member gives stays unset.
-pub(crate) fn group_annotations(members: &[Option<Arc<McpTool>>]) -> Option<Value> {
+pub(crate) fn group_annotations(members: &[Option<ListedTool>]) -> Option<Value> {
     let hints: Vec<Value> = members
         .iter()
         .map(|m| {
             m.as_ref()
-                .and_then(|t| t.annotations.as_ref())
+                .and_then(ListedTool::annotations)
                 .and_then(|a| serde_json::to_value(a).ok())
                 .unwrap_or(Value::Null)
         })
@@ -47,12 +45,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn tool(annotations: Value) -> Option<Arc<McpTool>> {
-        serde_json::from_value(json!({
+    fn tool(annotations: Value) -> Option<ListedTool> {
+        serde_json::from_value::<rmcp::model::Tool>(json!({
             "name": "t", "inputSchema": {"type": "object"}, "annotations": annotations
         }))
         .ok()
-        .map(Arc::new)
+        .map(ListedTool::new)
     }
 
     #[test]

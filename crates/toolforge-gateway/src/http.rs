@@ -166,7 +166,7 @@ fn tool_rows_in(shared: &Shared, scope: &crate::visible::Scope) -> Vec<ToolRow> 
                     name: tool.name.clone(),
                     exposed_name: exposed.name.clone(),
                     description: tool.description.clone(),
-                    input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                    input_schema: tool.input_schema.to_value(),
                     tags: tool.tags.clone(),
                 });
             }

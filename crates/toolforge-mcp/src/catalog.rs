@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rmcp::model::Tool as McpTool;
 use toolforge_select::{Catalog, ServerEntry, Tool, ToolId};
 
+use crate::listed_tool::ListedTool;
 use crate::upstream::Upstream;
 
 /// The merged catalog of the enabled servers (last known tools of servers that are down).
@@ -18,30 +18,35 @@ pub(crate) fn build(servers: &[Arc<Upstream>], overlaps: &[(String, Vec<ToolId>)
             name: u.cfg.name.clone(),
             tags: u.cfg.tags.clone(),
             aliases: u.cfg.aliases.clone(),
-            tools: u
-                .lists
-                .read()
-                .tools
-                .iter()
-                .filter_map(|t| {
-                    // The schema is shared with the pool's copy, not converted again.
-                    let mut rest = McpTool::clone(t);
-                    rest.input_schema = Arc::default();
-                    let serde_json::Value::Object(def) = serde_json::to_value(&rest).ok()? else {
-                        return None;
-                    };
-                    Tool::from_parts(&u.cfg.name, def, t.input_schema.clone(), &u.cfg.tags).ok()
-                })
-                .collect(),
+            tools: catalog_tools(u),
         })
         .collect();
     Catalog::new(servers, overlaps.to_vec()).unwrap_or_default()
 }
 
+/// One server's listed tools as catalog tools, in a `Vec` of their number (kept as long as the
+/// catalog; one grown by doubling held up to twice that).
+fn catalog_tools(up: &Upstream) -> Vec<Tool> {
+    let lists = up.lists.read();
+    let mut tools = Vec::with_capacity(lists.tools.len());
+    for listed in &lists.tools {
+        // The schema is shared with the pool's copy, not converted again.
+        let Ok(serde_json::Value::Object(def)) = serde_json::to_value(listed.without_schema())
+        else {
+            continue;
+        };
+        if let Ok(tool) = Tool::from_parts(&up.cfg.name, def, listed.schema().clone(), &up.cfg.tags)
+        {
+            tools.push(tool);
+        }
+    }
+    tools
+}
+
 /// The definitions of `ids`, in order: one lock and one pass per server, so listing a
 /// server's thousands of tools stays linear.
-pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Option<Arc<McpTool>>> {
-    let mut out: Vec<Option<Arc<McpTool>>> = vec![None; ids.len()];
+pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Option<ListedTool>> {
+    let mut out: Vec<Option<ListedTool>> = vec![None; ids.len()];
     let mut by_server: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, id) in ids.iter().enumerate() {
         by_server.entry(id.server.as_str()).or_default().push(i);
@@ -51,7 +56,7 @@ pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Opt
             continue;
         };
         let lists = up.lists.read();
-        let find = |name: &str| lists.tools.iter().find(|t| t.name == name);
+        let find = |name: &str| lists.tools.iter().find(|t| t.name() == name);
         // A few names are found by scanning; many through a map built once.
         if wanted.len() * 32 < lists.tools.len() {
             for i in wanted {
@@ -59,11 +64,11 @@ pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Opt
             }
             continue;
         }
-        let index: HashMap<&str, &Arc<McpTool>> = lists
+        let index: HashMap<&str, &ListedTool> = lists
             .tools
             .iter()
             .rev() // the first of duplicate names wins, as in `Pool::tool_definition`
-            .map(|t| (t.name.as_ref(), t))
+            .map(|t| (t.name(), t))
             .collect();
         for i in wanted {
             out[i] = index.get(ids[i].name.as_str()).map(|t| (*t).clone());
@@ -76,6 +81,7 @@ pub(crate) fn definitions(servers: &[Arc<Upstream>], ids: &[&ToolId]) -> Vec<Opt
 mod tests {
     use super::*;
     use crate::relay::{ElicitationFallback, Relay};
+    use rmcp::model::Tool as McpTool;
     use serde_json::json;
 
     #[test]
@@ -99,13 +105,13 @@ mod tests {
             "annotations": {"readOnlyHint": true}
         });
         let listed: McpTool = serde_json::from_value(sent.clone()).unwrap();
-        up.lists.write().tools = vec![Arc::new(listed)];
+        up.lists.write().tools = vec![ListedTool::new(listed)];
 
         let catalog = build(std::slice::from_ref(&up), &[]);
         let tool = catalog.tools().next().expect("the tool");
         let lists = up.lists.read();
         assert!(
-            Arc::ptr_eq(&tool.input_schema, &lists.tools[0].input_schema),
+            toolforge_select::InputSchema::ptr_eq(&tool.input_schema, lists.tools[0].schema()),
             "one copy of the schema, held by the pool and the catalog"
         );
         assert_eq!(serde_json::Value::Object(tool.mcp_definition()), sent);

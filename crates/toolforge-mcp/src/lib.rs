@@ -7,7 +7,7 @@
 //! lookup), and rmcp's client types stay inside: callers see the pool, MCP model types and the
 //! catalog.
 //!
-//! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `lists`,
+//! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `listed_tool` (a tool held small, its schema as text), `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `trace_context` (W3C
 //! trace context into each backend call's `_meta`), `supervise`, `events`, `relay` and `asks`
 //! (what a backend asks during a call, for that call's client), `listen`
@@ -23,6 +23,7 @@ mod connect;
 mod events;
 mod guard;
 mod isolation;
+mod listed_tool;
 mod listen;
 mod lists;
 mod options;
@@ -38,6 +39,7 @@ mod upstream;
 pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
+pub use listed_tool::ListedTool;
 pub use pins::{PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,

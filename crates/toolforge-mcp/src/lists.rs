@@ -2,7 +2,6 @@
 //! [`Upstream`], filling them from the catalog cache at start-up, and keeping that cache in
 //! step.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{ServerCapabilities, Tool as McpTool};
@@ -10,6 +9,7 @@ use rmcp::{Peer, RoleClient};
 
 use crate::cache::{self, CachedTools, CatalogCache, Lookup};
 use crate::events::Servers;
+use crate::listed_tool::ListedTool;
 use crate::upstream::{Lists, Upstream};
 
 /// Least time between two refreshes of one server's tool list caused by calls naming a tool
@@ -41,12 +41,13 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
         Vec::new()
     };
     let fetched_at_ms = cache::now_ms();
-    // The cache keeps the list as the server gave it (quarantined tools too). Cloning rmcp's
-    // tools is cheap (their schemas are shared `Arc`s); their JSON is made after `set_lists`,
-    // so it is not held while pin admission makes its own (the peak with thousands of tools).
+    // The cache keeps the list as the server gave it (quarantined tools too). Its JSON is made
+    // after `set_lists`, so it is not held while pin admission makes its own (the peak with
+    // thousands of tools).
+    let tools: Vec<ListedTool> = tools.into_iter().map(ListedTool::new).collect();
     let listed = up.cache.as_ref().map(|_| tools.clone());
     up.set_lists(Lists {
-        tools: tools.into_iter().map(Arc::new).collect(),
+        tools,
         resources,
         templates,
         prompts,
@@ -60,7 +61,7 @@ pub(crate) async fn refresh_lists(up: &Upstream, peer: &Peer<RoleClient>) -> Res
         let entry = CachedTools {
             tools: listed
                 .iter()
-                .filter_map(|t| serde_json::to_value(t).ok())
+                .filter_map(|t| serde_json::to_value(t.definition()).ok())
                 .collect(),
             fetched_at_ms,
         };
@@ -106,10 +107,14 @@ pub(crate) async fn preload(servers: &Servers, cache: &CatalogCache) -> Vec<Stri
             Lookup::Fresh(e) | Lookup::Stale(e) => e,
             Lookup::Miss => continue,
         };
-        let tools: Vec<Arc<McpTool>> = entry
+        let tools: Vec<ListedTool> = entry
             .tools
             .into_iter()
-            .filter_map(|t| serde_json::from_value(t).ok().map(Arc::new))
+            .filter_map(|t| {
+                serde_json::from_value::<McpTool>(t)
+                    .ok()
+                    .map(ListedTool::new)
+            })
             .collect();
         up.set_lists(Lists {
             tools,

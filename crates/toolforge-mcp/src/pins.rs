@@ -13,6 +13,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rmcp::model::Tool as McpTool;
+
+use crate::listed_tool::ListedTool;
 use serde_json::Value;
 use toolforge_guard::pin::{Admitter, Verdict, fingerprint, pinned_view};
 use toolforge_guard::{GuardSettings, PoisonAction, scan_tool};
@@ -324,8 +326,13 @@ impl Pinning {
     /// Splits `server`'s freshly listed `tools` into those the pool may offer and those held in
     /// quarantine, pinning new tools and recording held ones as pending. A store that fails is
     /// logged; tools are then judged against the pins it could read (none: all new).
-    pub fn admit(&self, server: &str, tools: Vec<McpTool>) -> (Vec<McpTool>, Vec<Quarantined>) {
-        let own: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    pub fn admit<T: Into<ListedTool>>(
+        &self,
+        server: &str,
+        tools: Vec<T>,
+    ) -> (Vec<ListedTool>, Vec<Quarantined>) {
+        let tools: Vec<ListedTool> = tools.into_iter().map(Into::into).collect();
+        let own: Vec<String> = tools.iter().map(|t| t.name().to_owned()).collect();
         let others = self.other_names(server, &own);
         self.names.write().insert(server.to_owned(), own);
         let rows = self.store.rows(Some(server)).unwrap_or_else(|e| {
@@ -335,7 +342,7 @@ impl Pinning {
         let by_tool: HashMap<&str, &PinRow> = rows.iter().map(|r| (r.tool.as_str(), r)).collect();
         // One tool at a time as JSON: a server may list thousands.
         let admitter = {
-            let listed: HashSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            let listed: HashSet<&str> = tools.iter().map(ListedTool::name).collect();
             Admitter::new(
                 rows.iter()
                     .filter_map(|r| r.approved.as_ref().map(|d| (r.tool.as_str(), d))),
@@ -346,9 +353,9 @@ impl Pinning {
         let mut offered = Vec::new();
         let mut held = Vec::new();
         for tool in tools {
-            let value = serde_json::to_value(&tool).unwrap_or(Value::Null);
+            let value = serde_json::to_value(tool.definition()).unwrap_or(Value::Null);
             let verdict = admitter.verdict(&value);
-            let name = tool.name.to_string();
+            let name = tool.name().to_owned();
             let row = by_tool.get(name.as_str()).copied();
             let hold = match verdict {
                 Verdict::Unchanged => None,
@@ -389,7 +396,10 @@ impl Pinning {
                         pending: Some(pinned_view(&value)),
                         reason: Some(reason.clone()),
                     });
-                    held.push(Quarantined { tool, reason });
+                    held.push(Quarantined {
+                        tool: tool.definition(),
+                        reason,
+                    });
                 }
             }
         }
@@ -432,8 +442,8 @@ mod tests {
         .unwrap()
     }
 
-    fn names(tools: &[McpTool]) -> Vec<String> {
-        tools.iter().map(|t| t.name.to_string()).collect()
+    fn names(tools: &[ListedTool]) -> Vec<String> {
+        tools.iter().map(|t| t.name().to_owned()).collect()
     }
 
     fn pinning(store: PinStore) -> Pinning {

@@ -28,6 +28,7 @@ use toolforge_select::{Catalog, ToolId};
 use crate::config::{Isolation, PoolConfig};
 use crate::events::{self, Servers};
 use crate::isolation::Isolated;
+use crate::listed_tool::ListedTool;
 use crate::pins::Pinning;
 use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Upstream};
@@ -351,14 +352,14 @@ impl Pool {
         lists
             .tools
             .iter()
-            .find(|t| t.name == id.name)
-            .map(|t| McpTool::clone(t))
+            .find(|t| t.name() == id.name)
+            .map(ListedTool::definition)
     }
 
-    /// [`Pool::tool_definition`] of many tools at once, in order: one lock and one pass per
-    /// server, so listing a server's thousands of tools stays linear.
+    /// The listed tools behind many ids at once, in order (shared, not copied): one lock and
+    /// one pass per server, so listing a server's thousands of tools stays linear.
     #[must_use]
-    pub fn tool_definitions(&self, ids: &[&ToolId]) -> Vec<Option<Arc<McpTool>>> {
+    pub fn tool_definitions(&self, ids: &[&ToolId]) -> Vec<Option<ListedTool>> {
         catalog::definitions(&self.servers, ids)
     }
 

@@ -6,13 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::RwLock;
-use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerCapabilities, Tool as McpTool};
+use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerCapabilities};
 use rmcp::{Peer, RoleClient};
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::cache::CatalogCache;
 use crate::config::ServerConfig;
+use crate::listed_tool::ListedTool;
 use crate::pins::{Pinning, Quarantined};
 use crate::relay::Relay;
 
@@ -44,7 +45,7 @@ pub struct ServerHealth {
 #[derive(Default)]
 pub(crate) struct Lists {
     /// Shared: the catalog and the gateway's list of exposed tools hold these, not copies.
-    pub tools: Vec<Arc<McpTool>>,
+    pub tools: Vec<ListedTool>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
     pub prompts: Vec<Prompt>,
@@ -146,13 +147,9 @@ impl Upstream {
     /// hold back go to `quarantined`, not `tools`.
     pub fn set_lists(&self, mut lists: Lists) {
         if let Some(pinning) = &self.pinning {
-            // Fresh lists hold the only reference to each tool, so unwrapping copies nothing.
             let listed = std::mem::take(&mut lists.tools);
-            let (offered, held) = pinning.admit(
-                &crate::cache::key(&self.cfg),
-                listed.into_iter().map(Arc::unwrap_or_clone).collect(),
-            );
-            lists.tools = offered.into_iter().map(Arc::new).collect();
+            let (offered, held) = pinning.admit(&crate::cache::key(&self.cfg), listed);
+            lists.tools = offered;
             lists.quarantined = held;
         }
         self.lists_gen.fetch_add(1, Ordering::Release);
@@ -169,11 +166,16 @@ impl Upstream {
         if lists.quarantined.is_empty() {
             return false;
         }
-        let mut all: Vec<McpTool> = lists.tools.iter().map(|t| McpTool::clone(t)).collect();
-        all.extend(lists.quarantined.iter().map(|q| q.tool.clone()));
+        let mut all = lists.tools.clone();
+        all.extend(
+            lists
+                .quarantined
+                .iter()
+                .map(|q| ListedTool::new(q.tool.clone())),
+        );
         let (offered, held) = pinning.admit(&crate::cache::key(&self.cfg), all);
         let released = held.len() < lists.quarantined.len();
-        lists.tools = offered.into_iter().map(Arc::new).collect();
+        lists.tools = offered;
         lists.quarantined = held;
         drop(lists);
         if released {
@@ -206,13 +208,13 @@ impl Upstream {
         lists
             .tools
             .iter()
-            .find(|t| t.name == tool)
-            .and_then(|t| t.annotations.as_ref())
+            .find(|t| t.name() == tool)
+            .and_then(ListedTool::annotations)
             .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
     }
 
     /// Whether the last list has `tool`.
     pub fn has_tool(&self, tool: &str) -> bool {
-        self.lists.read().tools.iter().any(|t| t.name == tool)
+        self.lists.read().tools.iter().any(|t| t.name() == tool)
     }
 }

@@ -191,8 +191,8 @@ fn catalog() -> Catalog {
                         server: server.clone(),
                         name: tool_name(t),
                         description,
-                        input_schema: toolforge_select::input_schema(
-                            json!({"type": "object", "properties": properties}),
+                        input_schema: toolforge_select::InputSchema::from_value(
+                            &json!({"type": "object", "properties": properties}),
                         ),
                         tags,
                         definition,

@@ -6,10 +6,11 @@
 //! can be re-exposed faithfully, plus the few fields selection reads, parsed once.
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub use crate::schema::InputSchema;
 
 /// The identity of one tool: the server that provides it and the tool's own name there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,25 +72,6 @@ pub enum CatalogError {
     Snapshot(#[from] serde_json::Error),
 }
 
-/// A tool's `inputSchema`, shared: the pool's own copy of the server's definition, the catalog
-/// and every presentation hold the same one (with 10,000 tools each copy cost tens of MiB).
-pub type InputSchema = Arc<Map<String, Value>>;
-
-/// The schema of a tool that takes no arguments, or whose server gave none.
-pub fn empty_object_schema() -> InputSchema {
-    let mut schema = Map::new();
-    schema.insert("type".to_owned(), Value::String("object".to_owned()));
-    Arc::new(schema)
-}
-
-/// `value` as an input schema: an object as it is, anything else as [`empty_object_schema`].
-pub fn input_schema(value: Value) -> InputSchema {
-    match value {
-        Value::Object(schema) => Arc::new(schema),
-        _ => empty_object_schema(),
-    }
-}
-
 /// One tool as its server listed it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tool {
@@ -97,14 +79,15 @@ pub struct Tool {
     pub name: String,
     /// The description, or "" when the server gave none.
     pub description: String,
-    /// The `inputSchema` as the server gave it (any JSON Schema draft).
+    /// The `inputSchema` as the server gave it (any JSON Schema draft), as compact text shared
+    /// with the pool's copy of the definition.
     pub input_schema: InputSchema,
     /// Tags from the server's config, from the tool's `_meta`, and derived from its MCP
     /// annotations (`read-only`, `destructive`, `idempotent`, `open-world`), deduplicated, in that
     /// order.
     pub tags: Vec<String>,
     /// The MCP `Tool` object as the server sent it, less its `inputSchema`: that is kept once,
-    /// in `input_schema` (with 10,000 tools a second copy cost about 45 MiB).
+    /// in `input_schema`.
     /// [`Tool::mcp_definition`] puts the two back together.
     pub definition: Map<String, Value>,
 }
@@ -117,7 +100,9 @@ impl Tool {
         mut definition: Map<String, Value>,
         server_tags: &[String],
     ) -> Result<Self, CatalogError> {
-        let input_schema = input_schema(definition.shift_remove("inputSchema").unwrap_or_default());
+        let input_schema = definition
+            .shift_remove("inputSchema")
+            .map_or_else(InputSchema::empty_object, |s| InputSchema::from_value(&s));
         Self::from_parts(server, definition, input_schema, server_tags)
     }
 
@@ -160,6 +145,9 @@ impl Tool {
         for tag in annotation_tags(&definition) {
             push(tag);
         }
+        tags.shrink_to_fit();
+        // Kept as long as the catalog: at its size, not as the parser or serializer grew it.
+        crate::compact_json::shrink_object(&mut definition);
         Ok(Self {
             server: server.to_owned(),
             name,
@@ -185,18 +173,12 @@ impl Tool {
         let mut out = Map::with_capacity(self.definition.len() + 1);
         for (i, (key, value)) in self.definition.iter().enumerate() {
             if i == at {
-                out.insert(
-                    "inputSchema".to_owned(),
-                    Value::Object((*self.input_schema).clone()),
-                );
+                out.insert("inputSchema".to_owned(), self.input_schema.to_value());
             }
             out.insert(key.clone(), value.clone());
         }
         if at == self.definition.len() {
-            out.insert(
-                "inputSchema".to_owned(),
-                Value::Object((*self.input_schema).clone()),
-            );
+            out.insert("inputSchema".to_owned(), self.input_schema.to_value());
         }
         out
     }
@@ -209,12 +191,8 @@ impl Tool {
     }
 
     /// Names of the top-level input parameters, in schema order.
-    pub fn parameter_names(&self) -> Vec<&str> {
-        self.input_schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|props| props.keys().map(String::as_str).collect())
-            .unwrap_or_default()
+    pub fn parameter_names(&self) -> Vec<String> {
+        self.input_schema.parameter_names()
     }
 }
 
@@ -511,10 +489,7 @@ mod tests {
         });
         let tool = Tool::from_mcp("fs", def(sent.clone()), &[]).unwrap();
         assert!(!tool.definition.contains_key("inputSchema"));
-        assert_eq!(
-            Value::Object((*tool.input_schema).clone()),
-            sent["inputSchema"]
-        );
+        assert_eq!(tool.input_schema.to_value(), sent["inputSchema"]);
         let whole = tool.mcp_definition();
         assert_eq!(Value::Object(whole.clone()), sent);
         let keys: Vec<&str> = whole.keys().map(String::as_str).collect();

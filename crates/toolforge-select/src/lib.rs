@@ -9,20 +9,20 @@
 
 pub mod broker;
 pub mod catalog;
+pub mod compact_json;
 pub mod grade;
 pub mod overlap;
 pub mod presentation;
 pub mod rank;
+pub mod schema;
 pub mod selection;
 pub mod selector;
 pub mod visibility;
 pub mod visibility_index;
 
-pub use catalog::{
-    Catalog, CatalogError, InputSchema, ServerEntry, Tool, ToolId, empty_object_schema,
-    input_schema,
-};
+pub use catalog::{Catalog, CatalogError, ServerEntry, Tool, ToolId};
 pub use presentation::{ExposedTool, Namespace, Presentation, Resolved};
+pub use schema::InputSchema;
 pub use selection::{
     Call, LeftOut, LeftOutReason, Limits, Offer, OfferRequest, Offered, Selection,
 };

@@ -14,7 +14,6 @@
 //!   reversible through [`Presentation::resolve_model_name`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -209,17 +208,13 @@ fn expose_group(
     let mut properties = Map::new();
     let mut required: Option<BTreeSet<String>> = None;
     for tool in &members {
-        if let Some(props) = tool
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object)
-        {
+        let schema = tool.input_schema.to_object();
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
             for (k, v) in props {
                 properties.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
-        let req: BTreeSet<String> = tool
-            .input_schema
+        let req: BTreeSet<String> = schema
             .get("required")
             .and_then(Value::as_array)
             .map(|a| {
@@ -253,7 +248,7 @@ fn expose_group(
         name,
         members: group.members.clone(),
         description,
-        input_schema: Arc::new(Map::from_iter([
+        input_schema: InputSchema::from_object(&Map::from_iter([
             ("type".to_owned(), Value::String("object".to_owned())),
             ("properties".to_owned(), Value::Object(properties)),
             ("required".to_owned(), Value::Array(required)),
@@ -304,8 +299,8 @@ mod tests {
             server: server.into(),
             name: name.into(),
             description: format!("{name} on {server}"),
-            input_schema: crate::catalog::input_schema(
-                json!({"type": "object", "properties": properties, "required": required}),
+            input_schema: InputSchema::from_value(
+                &json!({"type": "object", "properties": properties, "required": required}),
             ),
             tags: vec![],
             definition: Map::new(),
@@ -425,13 +420,11 @@ mod tests {
         let Some(Resolved::Group(g)) = p.resolve("read") else {
             panic!("group expected")
         };
-        let props: Vec<&String> = g.input_schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
-        assert_eq!(props, ["path", "encoding", "repo"]);
-        assert_eq!(g.input_schema["required"], json!(["path"]));
+        assert_eq!(
+            g.input_schema.parameter_names(),
+            ["path", "encoding", "repo"]
+        );
+        assert_eq!(g.input_schema.to_value()["required"], json!(["path"]));
         assert!(g.description.contains("fs, gh"), "{}", g.description);
     }
 
@@ -521,7 +514,10 @@ mod tests {
             let p = Presentation::new(&cat, ns);
             for exposed in p.tools().iter().filter(|t| t.members.len() == 1) {
                 let tool = cat.get(&exposed.members[0]).unwrap();
-                assert!(Arc::ptr_eq(&exposed.input_schema, &tool.input_schema));
+                assert!(InputSchema::ptr_eq(
+                    &exposed.input_schema,
+                    &tool.input_schema
+                ));
             }
         }
     }

@@ -35,12 +35,7 @@ pub struct Document {
 impl Document {
     /// The document for a tool: its name, description, tags and top-level parameter names.
     pub fn from_tool(tool: &Tool) -> Self {
-        let params = tool
-            .input_schema
-            .get("properties")
-            .and_then(|p| p.as_object())
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
+        let params = tool.input_schema.parameter_names();
         Self {
             name: tool.name.clone(),
             description: tool.description.clone(),

@@ -690,10 +690,7 @@ impl Selection {
     fn validator(&self, id: &ToolId) -> Option<&jsonschema::Validator> {
         let &i = self.positions.get(id)?;
         self.validators[i]
-            .get_or_init(|| {
-                jsonschema::validator_for(&Value::Object((*self.tools[i].input_schema).clone()))
-                    .ok()
-            })
+            .get_or_init(|| jsonschema::validator_for(&self.tools[i].input_schema.to_value()).ok())
             .as_ref()
     }
 }

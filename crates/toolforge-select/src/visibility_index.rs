@@ -132,14 +132,8 @@ impl VisibilityIndex {
             for tag in &tool.tags {
                 counter.count(tag);
             }
-            if let Some(params) = tool
-                .input_schema
-                .get("properties")
-                .and_then(|p| p.as_object())
-            {
-                for param in params.keys() {
-                    counter.count(param);
-                }
+            for param in tool.input_schema.parameter_names() {
+                counter.count(&param);
             }
             doc_len[i] = counter.len as f32;
             for (post, &n) in postings.iter_mut().zip(&counter.tf) {

@@ -237,7 +237,7 @@ impl Agent {
                 let schema = prepared
                     .subset
                     .get(&id)
-                    .map(|t| serde_json::to_string(&*t.input_schema).unwrap_or_default())
+                    .map(|t| t.input_schema.as_json().to_owned())
                     .unwrap_or_default();
                 let text = if state.rejected_once.insert(name.clone()) {
                     format!(

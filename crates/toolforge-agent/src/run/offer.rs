@@ -104,7 +104,7 @@ impl Agent {
             .map(|t| ToolSpec {
                 name: presentation.model_name(t).to_owned(),
                 description: t.description.clone(),
-                input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+                input_schema: t.input_schema.to_value(),
             })
             .collect();
         Prepared {

@@ -45,7 +45,7 @@ impl ServerHandler for Gateway {
     /// The definition clients see for `name` (rmcp validates a call's `Mcp-Param-*` headers
     /// against its `x-mcp-header` annotations).
     fn get_tool(&self, name: &str) -> Option<McpTool> {
-        self.shared.listed_tools().get(name).cloned()
+        self.shared.listed_tools().get(name)
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

@@ -10,6 +10,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
+use toolforge_mcp::ListedTool;
 use toolforge_select::ToolId;
 
 use axum::body::Bytes;
@@ -29,7 +30,11 @@ impl Shared {
     /// `tools`, narrowed to what the broker's rules offer for the request's intent: the
     /// `x-mcp-intent` header, else the intent detected from its query (`q`, `x-mcp-query`).
     /// Without rules and without an intent header, `tools` as they are.
-    pub(super) fn offered(&self, tools: Vec<McpTool>, channels: &RequestChannels) -> Vec<McpTool> {
+    pub(super) fn offered(
+        &self,
+        tools: Vec<ListedTool>,
+        channels: &RequestChannels,
+    ) -> Vec<ListedTool> {
         let header = |name: &str| {
             channels
                 .headers
@@ -64,14 +69,18 @@ impl Shared {
             .collect();
         tools
             .into_iter()
-            .filter(|t| shown.contains(t.name.as_ref()))
+            .filter(|t| shown.contains(t.name()))
             .collect()
     }
 
     /// The tools as MCP definitions, in presentation order.
     #[must_use]
     pub fn tool_list(&self) -> Vec<McpTool> {
-        self.listed_tools().all()
+        self.listed_tools()
+            .all()
+            .iter()
+            .map(ListedTool::definition)
+            .collect()
     }
 
     /// Every exposed tool of the pool's current catalog as an MCP definition: built once per
@@ -96,14 +105,14 @@ impl Shared {
 
     /// The tools as MCP definitions, in presentation order, keeping those with a member
     /// `visible` allows.
-    pub fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<McpTool> {
+    pub(super) fn visible_tool_list(&self, visible: &dyn Fn(&ToolId) -> bool) -> Vec<ListedTool> {
         self.tool_list_where(&self.presentation(), &|_, exposed| {
             exposed.members.iter().any(visible)
         })
     }
 
     /// The tools a request's scope shows, as MCP definitions in presentation order.
-    pub fn scoped_tool_list(&self, scope: &Scope) -> Vec<McpTool> {
+    pub(super) fn scoped_tool_list(&self, scope: &Scope) -> Vec<ListedTool> {
         let listed = self.listed_tools();
         if !Arc::ptr_eq(&listed.catalog, &scope.prepared.catalog) {
             // The pool's catalog changed between the scope and the list.
@@ -141,10 +150,10 @@ impl Shared {
         &self,
         presentation: &Presentation,
         keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
-    ) -> Vec<McpTool> {
+    ) -> Vec<ListedTool> {
         self.tool_definitions_where(presentation, keep)
             .into_iter()
-            .map(|(_, def)| Arc::unwrap_or_clone(def))
+            .map(|(_, def)| def)
             .collect()
     }
 
@@ -153,7 +162,7 @@ impl Shared {
         &self,
         presentation: &Presentation,
         keep: &dyn Fn(usize, &toolforge_select::ExposedTool) -> bool,
-    ) -> Vec<(usize, Arc<McpTool>)> {
+    ) -> Vec<(usize, ListedTool)> {
         let shown: Vec<(usize, &toolforge_select::ExposedTool)> = presentation
             .tools()
             .iter()
@@ -173,10 +182,10 @@ impl Shared {
             .into_iter()
             .filter_map(|(k, exposed)| {
                 if exposed.members.len() == 1
-                    && let Some(mut def) = definitions.next().flatten()
+                    && let Some(def) = definitions.next().flatten()
                 {
-                    if def.name != exposed.name {
-                        Arc::make_mut(&mut def).name = exposed.name.clone().into();
+                    if def.name() != exposed.name {
+                        return Some((k, def.renamed(&exposed.name)));
                     }
                     return Some((k, def));
                 }
@@ -190,7 +199,7 @@ impl Shared {
                 if let Some(a) = annotations {
                     def["annotations"] = a;
                 }
-                Some((k, Arc::new(serde_json::from_value(def).ok()?)))
+                Some((k, ListedTool::new(serde_json::from_value(def).ok()?)))
             })
             .collect()
     }
@@ -203,7 +212,7 @@ pub(super) struct ListedTools {
     presentation: Arc<Presentation>,
     /// Each definition with its exposed tool's index in `presentation`: the pool's own,
     /// shared, unless the tool is renamed or a group's.
-    tools: Vec<(usize, Arc<McpTool>)>,
+    tools: Vec<(usize, ListedTool)>,
     by_name: HashMap<String, usize>,
 }
 
@@ -211,12 +220,12 @@ impl ListedTools {
     fn new(
         catalog: Arc<toolforge_select::Catalog>,
         presentation: Arc<Presentation>,
-        tools: Vec<(usize, Arc<McpTool>)>,
+        tools: Vec<(usize, ListedTool)>,
     ) -> Self {
         let by_name = tools
             .iter()
             .enumerate()
-            .map(|(i, (_, t))| (t.name.to_string(), i))
+            .map(|(i, (_, t))| (t.name().to_owned(), i))
             .collect();
         Self {
             catalog,
@@ -227,22 +236,24 @@ impl ListedTools {
     }
 
     /// Every definition.
-    pub(super) fn all(&self) -> Vec<McpTool> {
-        self.tools.iter().map(|(_, t)| McpTool::clone(t)).collect()
+    pub(super) fn all(&self) -> Vec<ListedTool> {
+        self.tools.iter().map(|(_, t)| t.clone()).collect()
     }
 
     /// The definitions whose exposed tool (by its index in the presentation) `keep` accepts.
-    fn filtered(&self, keep: impl Fn(usize) -> bool) -> Vec<McpTool> {
+    fn filtered(&self, keep: impl Fn(usize) -> bool) -> Vec<ListedTool> {
         self.tools
             .iter()
             .filter(|(k, _)| keep(*k))
-            .map(|(_, t)| McpTool::clone(t))
+            .map(|(_, t)| t.clone())
             .collect()
     }
 
-    /// The definition of the tool exposed as `name`.
-    pub(super) fn get(&self, name: &str) -> Option<&McpTool> {
-        self.by_name.get(name).map(|&i| &*self.tools[i].1)
+    /// The definition of the tool exposed as `name`, whole (its schema parsed).
+    pub(super) fn get(&self, name: &str) -> Option<McpTool> {
+        self.by_name
+            .get(name)
+            .map(|&i| self.tools[i].1.definition())
     }
 }
 
@@ -321,7 +332,8 @@ impl Gateway {
             }
             None => {
                 let answer = self.shared.list_answer(&channels);
-                (answer.tools, answer.narrowed, answer.query_matched)
+                let tools = answer.tools.iter().map(ListedTool::definition).collect();
+                (tools, answer.narrowed, answer.query_matched)
             }
         };
         let mut hints = self.cache_hints(&channels);
@@ -353,7 +365,7 @@ impl ListEntry {
 
 /// One `tools/list` answer before rmcp frames it.
 pub(super) struct ListAnswer {
-    pub(super) tools: Vec<McpTool>,
+    pub(super) tools: Vec<ListedTool>,
     /// The broker narrowed the list for the request's intent.
     pub(super) narrowed: bool,
     /// Whether the request's search query matched (`None` without one).
@@ -365,7 +377,7 @@ impl Shared {
     pub(super) fn list_answer(&self, channels: &RequestChannels) -> ListAnswer {
         let mut query_matched = None;
         let tools = if self.visibility.is_open() && channels.is_empty() {
-            self.tool_list()
+            self.listed_tools().all()
         } else {
             let scope = self.scope(channels);
             query_matched = scope.query_matched();
@@ -381,7 +393,7 @@ impl Shared {
                 listed.extend(
                     tools
                         .into_iter()
-                        .filter(|t| pinned.iter().any(|p| p == t.name.as_ref())),
+                        .filter(|t| pinned.iter().any(|p| p == t.name())),
                 );
                 listed
             }
@@ -403,18 +415,7 @@ impl Shared {
         }
         let epoch = self.list_cache.epoch();
         let answer = self.list_answer(channels);
-        let mut result = rmcp::model::ServerResult::ListToolsResult(
-            ListToolsResult::with_all_items(answer.tools),
-        );
-        if legacy {
-            // What rmcp's handler does to a legacy peer's answer.
-            result.strip_non_object_output_for_legacy_peer();
-        }
-        let listed = match result {
-            rmcp::model::ServerResult::ListToolsResult(result) => result.tools,
-            _ => Vec::new(),
-        };
-        let tools = match serde_json::to_vec(&listed) {
+        let tools = match tool_array(&answer.tools, legacy) {
             // Exactly its length: a `Vec` grown by doubling holds up to twice that, for as
             // long as the answer stays cached.
             Ok(bytes) => Bytes::from(bytes.into_boxed_slice()),
@@ -428,7 +429,7 @@ impl Shared {
             channels: channels.clone(),
             tools,
             marker: crate::list_splice::new_marker(),
-            count: listed.len(),
+            count: answer.tools.len(),
             narrowed: answer.narrowed,
             query_matched: answer.query_matched,
         });
@@ -441,8 +442,42 @@ impl Shared {
     }
 }
 
+/// `tools` as the JSON array rmcp writes for them to a peer of this era (`legacy`: before
+/// 2026-07-28), each schema copied from its text rather than parsed and written again.
+fn tool_array(tools: &[ListedTool], legacy: bool) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(
+        2 + tools
+            .iter()
+            .map(|t| 256 + t.schema().as_json().len())
+            .sum::<usize>(),
+    );
+    out.push(b'[');
+    for (i, tool) in tools.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if legacy && tool.without_schema().output_schema.is_some() {
+            // What rmcp's handler does to a legacy peer's answer, by rmcp's own rule.
+            let mut result =
+                rmcp::model::ServerResult::ListToolsResult(ListToolsResult::with_all_items(vec![
+                    tool.without_schema().clone(),
+                ]));
+            result.strip_non_object_output_for_legacy_peer();
+            if let rmcp::model::ServerResult::ListToolsResult(mut stripped) = result
+                && let Some(rest) = stripped.tools.pop()
+            {
+                ListedTool::from_parts(rest, tool.schema().clone()).write_json(&mut out)?;
+                continue;
+            }
+        }
+        tool.write_json(&mut out)?;
+    }
+    out.push(b']');
+    Ok(out)
+}
+
 /// The search mode's two meta-tools.
-fn search_meta_tools() -> Vec<McpTool> {
+fn search_meta_tools() -> Vec<ListedTool> {
     let defs = [
         json!({
             "name": SEARCH_TOOLS,
@@ -463,6 +498,6 @@ fn search_meta_tools() -> Vec<McpTool> {
         }),
     ];
     defs.into_iter()
-        .filter_map(|d| serde_json::from_value(d).ok())
+        .filter_map(|d| serde_json::from_value(d).ok().map(ListedTool::new))
         .collect()
 }

@@ -13,7 +13,7 @@ pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u32 = 128_000;
 
 /// Estimated tokens one tool definition costs in a prompt.
 pub fn estimate_tokens(tool: &Tool) -> u32 {
-    let schema = serde_json::to_string(tool.input_schema.as_ref()).map_or(0, |s| s.len());
+    let schema = tool.input_schema.as_json().len();
     let bytes = tool.name.len() + tool.description.len() + schema;
     u32::try_from(bytes.div_ceil(4))
         .unwrap_or(u32::MAX)

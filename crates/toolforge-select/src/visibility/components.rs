@@ -78,7 +78,7 @@ pub fn resolve_components(
                     server: component.server.clone(),
                     name: name.clone(),
                     description: String::new(),
-                    input_schema: crate::catalog::empty_object_schema(),
+                    input_schema: crate::InputSchema::empty_object(),
                     tags: component.tags.clone(),
                     definition,
                 });

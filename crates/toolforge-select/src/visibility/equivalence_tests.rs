@@ -211,8 +211,8 @@ fn tool(server: &str, name: &str, description: &str, tags: &[&str], params: &[&s
         server: server.into(),
         name: name.into(),
         description: description.into(),
-        input_schema: crate::catalog::input_schema(
-            json!({"type": "object", "properties": properties}),
+        input_schema: crate::InputSchema::from_value(
+            &json!({"type": "object", "properties": properties}),
         ),
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
         definition,

@@ -10,7 +10,7 @@ fn tool(server: &str, name: &str, description: &str, tags: &[&str]) -> Tool {
         server: server.into(),
         name: name.into(),
         description: description.into(),
-        input_schema: crate::catalog::empty_object_schema(),
+        input_schema: crate::InputSchema::empty_object(),
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
         definition,
     }
