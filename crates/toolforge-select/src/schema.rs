@@ -136,12 +136,6 @@ impl fmt::Debug for InputSchema {
     }
 }
 
-impl From<Map<String, Value>> for InputSchema {
-    fn from(schema: Map<String, Value>) -> Self {
-        Self::from_object(&schema)
-    }
-}
-
 impl Serialize for InputSchema {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(serializer)
