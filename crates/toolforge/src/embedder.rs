@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolforge_llm::embed::{
-    CachedEmbedder, Embedder, HashingEmbedder, HttpEmbedder, HttpEmbedderConfig, LocalEmbedder,
+    CachedEmbedder, Embedder, EnsembleEmbedder, HashingEmbedder, HttpEmbedder, HttpEmbedderConfig,
+    LocalEmbedder,
 };
 
 use crate::config::env;
@@ -51,9 +52,21 @@ impl Backend {
     }
 }
 
-/// The local model's folder: `EMBED_MODEL_DIR` or [`DEFAULT_MODEL_DIR`].
-pub fn model_dir() -> PathBuf {
-    env("EMBED_MODEL_DIR").map_or_else(|| PathBuf::from(DEFAULT_MODEL_DIR), PathBuf::from)
+/// The local models' folders: `EMBED_MODEL_DIR` (several separated by `:`, like `PATH`, make
+/// an ensemble) or [`DEFAULT_MODEL_DIR`].
+pub fn model_dirs() -> Vec<PathBuf> {
+    let dirs: Vec<PathBuf> = env("EMBED_MODEL_DIR")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if dirs.is_empty() {
+        vec![PathBuf::from(DEFAULT_MODEL_DIR)]
+    } else {
+        dirs
+    }
 }
 
 /// Builds the (cached) embedder for `backend`; `None` for [`Backend::None`].
@@ -62,13 +75,22 @@ pub fn build(backend: Backend) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
         Backend::None => return Ok(None),
         Backend::Hashing => Arc::new(HashingEmbedder::default()),
         Backend::Local => {
-            let dir = model_dir();
-            Arc::new(LocalEmbedder::from_dir(&dir).with_context(|| {
-                format!(
-                    "EMBEDDER_BACKEND=local: loading the model from {}",
-                    dir.display()
-                )
-            })?)
+            let members = model_dirs()
+                .iter()
+                .map(|dir| {
+                    let model = LocalEmbedder::from_dir(dir).with_context(|| {
+                        format!(
+                            "EMBEDDER_BACKEND=local: loading the model from {}",
+                            dir.display()
+                        )
+                    })?;
+                    Ok(Arc::new(model) as Arc<dyn Embedder>)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            match <[_; 1]>::try_from(members) {
+                Ok([one]) => one,
+                Err(members) => Arc::new(EnsembleEmbedder::new(members)),
+            }
         }
         Backend::OpenAi => {
             let base = env("EMBED_BASE_URL").context(

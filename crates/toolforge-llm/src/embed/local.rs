@@ -1,4 +1,5 @@
-//! A sentence-transformers BERT model (e.g. all-MiniLM-L6-v2) run in-process with candle.
+//! A sentence-transformers model run in-process with candle: BERT (e.g. all-MiniLM-L6-v2) or
+//! MPNet (e.g. all-mpnet-base-v2, [`super::mpnet`]), chosen by `config.json`'s `model_type`.
 //!
 //! Why in-process: it needs no server, no network and no API key, so CI and air-gapped users get
 //! dense retrieval with nothing but three files (`config.json`, `tokenizer.json`,
@@ -15,6 +16,7 @@ use candle_transformers::models::bert::{BertModel, Config};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::mpnet::{MpnetConfig, MpnetModel};
 use super::{EmbedError, Embedder};
 
 /// Texts per forward pass.
@@ -35,8 +37,14 @@ pub struct LocalModelFiles {
     pub sentence_config_json: Option<Vec<u8>>,
 }
 
+/// The encoders the local embedder runs, chosen by `config.json`'s `model_type`.
+enum Encoder {
+    Bert(BertModel),
+    Mpnet(MpnetModel),
+}
+
 struct Model {
-    bert: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
 }
 
@@ -88,15 +96,59 @@ impl LocalEmbedder {
 
     /// Builds the embedder from the model files' contents.
     pub fn from_files(name: &str, files: LocalModelFiles) -> Result<Self, EmbedError> {
-        let config: Config = serde_json::from_slice(&files.config_json)
-            .map_err(|e| model_err("config.json is not a BERT config", e))?;
+        let model_type = serde_json::from_slice::<serde_json::Value>(&files.config_json)
+            .map_err(|e| model_err("config.json is not JSON", e))?
+            .get("model_type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("bert")
+            .to_owned();
+        if !matches!(model_type.as_str(), "bert" | "mpnet") {
+            return Err(EmbedError::Model(format!(
+                "config.json names model_type {model_type:?}; the local embedder runs \"bert\" \
+                 (e.g. all-MiniLM-L6-v2) and \"mpnet\" (e.g. all-mpnet-base-v2) models"
+            )));
+        }
+        let vb = VarBuilder::from_buffered_safetensors(files.weights, DType::F32, &Device::Cpu)
+            .map_err(|e| model_err("model.safetensors", e))?;
+        let (encoder, hidden_size, max_positions, pad_id) = match model_type.as_str() {
+            "mpnet" => {
+                let config: MpnetConfig = serde_json::from_slice(&files.config_json)
+                    .map_err(|e| model_err("config.json is not an MPNet config", e))?;
+                let model =
+                    MpnetModel::load(vb, &config).map_err(|e| model_err("loading weights", e))?;
+                // Positions start after the padding id, so two fewer are usable.
+                let positions = config
+                    .max_position_embeddings
+                    .saturating_sub(config.pad_token_id + 1);
+                (
+                    Encoder::Mpnet(model),
+                    config.hidden_size,
+                    positions,
+                    config.pad_token_id,
+                )
+            }
+            _ => {
+                // "bert", or no model_type (older BERT exports).
+                let config: Config = serde_json::from_slice(&files.config_json)
+                    .map_err(|e| model_err("config.json is not a BERT config", e))?;
+                let model =
+                    BertModel::load(vb, &config).map_err(|e| model_err("loading weights", e))?;
+                let positions = config.max_position_embeddings;
+                (
+                    Encoder::Bert(model),
+                    config.hidden_size,
+                    positions,
+                    config.pad_token_id,
+                )
+            }
+        };
         let max_tokens = files
             .sentence_config_json
             .as_deref()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
             .and_then(|v| v.get("max_seq_length").and_then(serde_json::Value::as_u64))
             .map_or(DEFAULT_MAX_TOKENS, |n| n as usize)
-            .min(config.max_position_embeddings);
+            .min(max_positions);
         let mut tokenizer = Tokenizer::from_bytes(&files.tokenizer_json)
             .map_err(|e| model_err("tokenizer.json", e))?;
         tokenizer
@@ -107,15 +159,12 @@ impl LocalEmbedder {
             .map_err(|e| model_err("tokenizer truncation", e))?;
         tokenizer.with_padding(Some(PaddingParams {
             strategy: PaddingStrategy::BatchLongest,
-            pad_id: config.pad_token_id as u32,
+            pad_id: pad_id as u32,
             ..PaddingParams::default()
         }));
-        let vb = VarBuilder::from_buffered_safetensors(files.weights, DType::F32, &Device::Cpu)
-            .map_err(|e| model_err("model.safetensors", e))?;
-        let bert = BertModel::load(vb, &config).map_err(|e| model_err("loading weights", e))?;
-        let dims = config.hidden_size;
+        let dims = hidden_size;
         Ok(Self {
-            model: Arc::new(Model { bert, tokenizer }),
+            model: Arc::new(Model { encoder, tokenizer }),
             id: format!("local:{name}/{dims}"),
             dims,
         })
@@ -159,7 +208,10 @@ impl Model {
             let ids = t(flat(&|e| e.get_ids()))?;
             let types = t(flat(&|e| e.get_type_ids()))?;
             let mask = t(flat(&|e| e.get_attention_mask()))?;
-            let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
+            let hidden = match &self.encoder {
+                Encoder::Bert(bert) => bert.forward(&ids, &types, Some(&mask))?,
+                Encoder::Mpnet(mpnet) => mpnet.forward(&ids, &mask)?,
+            };
             // Mean over real tokens, then L2 norm.
             let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
             let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
@@ -258,6 +310,21 @@ mod tests {
         let huge = "tool ".repeat(5_000);
         let v = m.embed_blocking(&[huge]).unwrap();
         assert_eq!(v[0].len(), 384);
+    }
+
+    #[test]
+    fn an_unsupported_model_type_is_named() {
+        let files = LocalModelFiles {
+            config_json: br#"{"model_type": "gpt2"}"#.to_vec(),
+            tokenizer_json: Vec::new(),
+            weights: Vec::new(),
+            sentence_config_json: None,
+        };
+        let err = LocalEmbedder::from_files("m", files)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(r#"model_type "gpt2""#), "{err}");
+        assert!(err.contains("mpnet"), "{err}");
     }
 
     #[test]

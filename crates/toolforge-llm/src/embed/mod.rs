@@ -5,12 +5,16 @@
 //! model), and cache keys need a stable [`Embedder::id`] naming model and dimensions.
 
 mod cache;
+mod ensemble;
 mod hashing;
 mod http;
 #[cfg(feature = "local-model")]
 mod local;
+#[cfg(feature = "local-model")]
+mod mpnet;
 
 pub use cache::{CachedEmbedder, EmbeddingStore, MemoryStore, cache_key};
+pub use ensemble::EnsembleEmbedder;
 pub use hashing::HashingEmbedder;
 pub use http::{HttpApi, HttpEmbedder, HttpEmbedderConfig, VOYAGE_BASE_URL};
 #[cfg(feature = "local-model")]

@@ -67,6 +67,45 @@ fn tools_search_bm25_and_hybrid_with_the_local_model() {
     );
 }
 
+/// `EMBED_MODEL_DIR` listing two folders (`:`-separated, like `PATH`) runs their ensemble; a
+/// folder of the list that is missing is named in the error.
+#[test]
+fn several_model_folders_make_an_ensemble() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = snapshot(dir.path());
+    let model = tool("models/all-MiniLM-L6-v2");
+    let run = |dirs: std::ffi::OsString| {
+        Command::new(bin())
+            .args([
+                "tools",
+                "search",
+                "will it rain in Paris tomorrow?",
+                "--json",
+            ])
+            .args(["--limit", "1", "--catalog"])
+            .arg(&catalog)
+            .env("EMBEDDER_BACKEND", "local")
+            .env("EMBED_MODEL_DIR", dirs)
+            .output()
+            .unwrap()
+    };
+    let both = std::env::join_paths([&model, &model]).unwrap();
+    let out = run(both);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows[0]["tool"], "meteo/get_conditions");
+
+    let missing = dir.path().join("no-such-model");
+    let out = run(std::env::join_paths([&model, &missing]).unwrap());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-model"), "{err}");
+}
+
 #[test]
 fn unknown_embedder_backend_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
