@@ -5,7 +5,8 @@
 //! follows its peak heap rather than what is live. A gateway's peaks are catalog builds: with
 //! 10,000 tools, start-up and the first `tools/list` each hold much more than stays live
 //! (`benchmarks/proxy/README.md`). `malloc_trim` hands the free pages of every arena back.
-//! Elsewhere (musl, other systems) this does nothing.
+//! Elsewhere (musl, other systems) this does nothing. [`limit_arenas`] caps glibc's arenas,
+//! each of which keeps the pages its live allocations are on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,6 +53,42 @@ fn trim() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}
+
+/// Caps glibc's heap arenas at one per async worker thread plus one, for a gateway running
+/// `worker_threads` workers. Call it once each worker has allocated (a thread takes its arena
+/// at its first allocation) and before anything else has: a worker left without an arena of
+/// its own would share the main thread's. Returns whether the allocator took the cap (false
+/// elsewhere than glibc).
+///
+/// glibc gives a thread that allocates while the others hold their arenas one of its own (up
+/// to 8 per core), and an arena outlives its thread (the next new thread takes it over). So the
+/// blocking pool's short-lived threads (SQLite, files, these trims) keep an arena beside the
+/// main thread's and the workers', and what a catalog build leaves live there keeps its pages.
+/// With 10,000 tools, after `benchmarks/visibility/list_load.py --requests 10 --rounds 2
+/// --cases unfiltered`: uncapped, three arenas with 5.0 (main), 37.4 (the worker) and 4.9 MB
+/// resident; capped, two with 3.6 and 37.9 MB, and RSS 62 -> 56 MiB (`benchmarks/proxy/
+/// README.md`, 2026-11-27). `MALLOC_ARENA_MAX` gave the same at workers + 1, nothing at more,
+/// and worse below (one arena for one worker: 91 MiB): a worker must not share its arena.
+/// Latency did not move.
+pub fn limit_arenas(worker_threads: usize) -> bool {
+    set_arena_max(worker_threads.saturating_add(1))
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set_arena_max(arenas: usize) -> bool {
+    let arenas = libc::c_int::try_from(arenas).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `mallopt` takes no pointers and sets one allocator parameter under glibc's own
+    // lock; `M_ARENA_MAX` only bounds the arenas made from now on.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, arenas) == 1
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set_arena_max(_arenas: usize) -> bool {
+    false
+}
 
 #[cfg(test)]
 mod tests {

@@ -118,6 +118,13 @@ pub fn env(name: &str) -> Option<String> {
     raw_env(name).filter(|v| !v.trim().is_empty())
 }
 
+/// Whether the process environment itself (not `./.env`) sets `name`: for settings that the C
+/// library reads there at start-up, such as `MALLOC_ARENA_MAX`.
+#[allow(clippy::disallowed_methods)]
+pub fn process_env_sets(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
 /// Like [`env`], keeping empty values (for `${VAR}` expansion in the servers configuration).
 #[allow(clippy::disallowed_methods)]
 fn raw_env(name: &str) -> Option<String> {

@@ -74,7 +74,17 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let runtime = match runtime::build(cli.worker_threads.map(usize::from)) {
+    let worker_threads = cli.worker_threads.map(usize::from);
+    // A gateway caps glibc's heap arenas (`toolforge_gateway::limit_arenas`), unless the
+    // operator set `MALLOC_ARENA_MAX`.
+    let built = if matches!(cli.command, Command::Serve(_) | Command::Gateway(_))
+        && !config::process_env_sets("MALLOC_ARENA_MAX")
+    {
+        runtime::build_with_arenas_capped(worker_threads)
+    } else {
+        runtime::build(worker_threads)
+    };
+    let runtime = match built {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
