@@ -1,7 +1,8 @@
 //! Which embedder the process uses, from `EMBEDDER_BACKEND` (read once, here, in the binary).
 //!
-//! `none` (the default: BM25 only), `hashing` (zero-setup, weak), `local` (all-MiniLM-L6-v2
-//! in-process from `EMBED_MODEL_DIR`, default `.tools/models/all-MiniLM-L6-v2`), `openai` (any
+//! `none` (the default: BM25 only), `hashing` (zero-setup, weak), `local` (a BERT or MPNet
+//! sentence model in-process from `EMBED_MODEL_DIR`, default `.tools/models/all-MiniLM-L6-v2`;
+//! several folders separated by `:` run as an ensemble), `openai` (any
 //! OpenAI-compatible `/v1/embeddings`: `EMBED_BASE_URL`, `EMBED_MODEL`, optional
 //! `EMBED_API_KEY`), `voyage` (`VOYAGE_API_KEY`, `EMBED_MODEL` default `voyage-3.5`, optional
 //! `VOYAGE_BASE_URL`; without the key: `hashing`, with a warning). An unknown value is an error
