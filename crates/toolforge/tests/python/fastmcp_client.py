@@ -52,7 +52,14 @@ async def main():
     client = Client(target(sys.argv[1:]), sampling_handler=sampling, elicitation_handler=elicitation)
     async with client:
         out["protocol"] = client.protocol_version
-        out["tools"] = [t.name for t in await client.list_tools()]
+        # A gateway answers at once and lists each backend's tools once it is ready: with
+        # `gateway --stdio` the client can ask before the backend has started (empty list).
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            out["tools"] = [t.name for t in await client.list_tools()]
+            if out["tools"] or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)
 
         async def call(name, args, **kw):
             r = await client.call_tool(name, args, raise_on_error=False, **kw)
