@@ -19,10 +19,14 @@ pub fn default_worker_threads() -> usize {
 
 /// The multi-threaded runtime with `worker_threads` (else the default) workers.
 pub fn build(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads.unwrap_or_else(default_worker_threads))
-        .enable_all()
-        .build()
+    builder(worker_threads.unwrap_or_else(default_worker_threads)).build()
+}
+
+/// The settings every runtime here shares: `workers` worker threads, I/O and timers on.
+fn builder(workers: usize) -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(workers).enable_all();
+    builder
 }
 
 /// [`build`], then glibc's heap arenas capped at one per worker plus one
@@ -37,9 +41,7 @@ pub fn build_with_arenas_capped(
     let workers = worker_threads.unwrap_or_else(default_worker_threads);
     let started = Arc::new((Mutex::new(0_usize), Condvar::new()));
     let counter = started.clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
+    let runtime = builder(workers)
         .on_thread_start(move || {
             // glibc gives a thread its arena at its first allocation: this one.
             drop(std::hint::black_box(Box::new(0_u64)));

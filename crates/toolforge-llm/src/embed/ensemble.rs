@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::{EmbedError, Embedder};
+use super::{EmbedError, Embedder, normalise};
 
 /// The members' vectors of each text, concatenated (see the module docs).
 pub struct EnsembleEmbedder {
@@ -38,13 +38,6 @@ impl EnsembleEmbedder {
         let id = format!("ensemble[{}]", ids.join("+"));
         Self { members, id }
     }
-}
-
-/// `v` scaled to length `scale` (all zeros stay zeros).
-fn scaled(v: &[f32], scale: f32) -> impl Iterator<Item = f32> + '_ {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let k = if norm > 0.0 { scale / norm } else { 0.0 };
-    v.iter().map(move |x| x * k)
 }
 
 impl Embedder for EnsembleEmbedder {
@@ -74,8 +67,8 @@ impl Embedder for EnsembleEmbedder {
                         texts.len()
                     )));
                 }
-                for (acc, v) in out.iter_mut().zip(&vectors) {
-                    acc.extend(scaled(v, scale));
+                for (acc, v) in out.iter_mut().zip(vectors) {
+                    acc.extend(normalise(v).into_iter().map(|x| x * scale));
                 }
             }
             Ok(out)

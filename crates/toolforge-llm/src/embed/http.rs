@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{EmbedError, Embedder};
+use super::{EmbedError, Embedder, normalise};
 
 /// Voyage's public endpoint (base URL; `/embeddings` is appended).
 pub const VOYAGE_BASE_URL: &str = "https://api.voyageai.com/v1";
@@ -186,14 +186,6 @@ impl HttpEmbedder {
         // Unit length, like every embedder here, so a dot product is the cosine.
         Ok(out.into_iter().map(normalise).collect())
     }
-}
-
-fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
 }
 
 impl Embedder for HttpEmbedder {

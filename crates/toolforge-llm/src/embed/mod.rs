@@ -67,3 +67,12 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
         dot / (na.sqrt() * nb.sqrt())
     }
 }
+
+/// `v` scaled to unit length (all zeros stay zeros), so a dot product of two is their cosine.
+pub(crate) fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
