@@ -300,11 +300,11 @@ impl TraceSink {
 
 /// How long the writer waits after a record nobody waits for before it writes, so that the
 /// records of the calls that follow go into the same write. A gateway emits a record per call:
-/// written one by one, every call woke the writer thread, stat'ed the file and wrote once
-/// (three of the gateway's seven or eight system calls per call at 32 concurrent calls).
+/// written one by one, a call woke the writer thread, which stat'ed the file and wrote once
+/// (up to four of the gateway's ten system calls per call; benchmarks/proxy/README.md).
 /// A record someone waits for ([`TraceSink::emit_confirmed`]), a probe and a flush are
 /// served at once.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 /// Most commands the writer takes in one batch.
 const BATCH_COMMANDS: usize = 256;
 /// A batch whose lines reach this many bytes is written before more are added.
