@@ -40,6 +40,19 @@ fn traces(dir: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// The trace records once the file holds at least `n`, or what it holds after 30 s: a running
+/// server's writer appends them after the answers.
+async fn traces_at_least(dir: &std::path::Path, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = traces(dir);
+        if all.len() >= n || std::time::Instant::now() >= deadline {
+            return all;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn chat_cli(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
@@ -386,19 +399,17 @@ async fn http_api_chat_stream_agent_run_and_openapi() {
     assert_eq!(health["trace"]["lost_records"], 0, "{health}");
     assert_eq!(health["trace"]["failing"], false, "{health}");
 
-    // Every executed call was traced by the one writer, as whole lines.
-    let t = tool_traces(served.dir.path());
+    // Every executed call was traced by the one writer, as whole lines (written after the
+    // answers, in batches: read once all eight are there).
+    let all = traces_at_least(served.dir.path(), 8).await;
+    let t: Vec<&Value> = all.iter().filter(|r| r["kind"] == "tool_call").collect();
     assert_eq!(
         t.len(),
         4,
         "chat, chat (dry run), stream, agent/run: one call each"
     );
     assert_eq!(t.iter().filter(|r| r["dry_run"] == true).count(), 1);
-    assert_eq!(
-        traces(served.dir.path()).len(),
-        8,
-        "and one model call with the answer each"
-    );
+    assert_eq!(all.len(), 8, "and one model call with the answer each");
 }
 
 #[tokio::test]
