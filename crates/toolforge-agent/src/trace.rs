@@ -322,16 +322,16 @@ fn write_commands(
     let mut commands = Vec::with_capacity(BATCH_COMMANDS);
     let mut batch = Batch::default();
     while let Some(first) = rx.blocking_recv() {
-        let someone_waits = !matches!(first, Command::Record(_, None));
         commands.push(first);
-        if !someone_waits {
+        take_queued(&mut rx, &mut commands);
+        // Wait for more only when nobody waits and the batch has room: under a load that fills
+        // batches the writer never sleeps, so the queue cannot grow behind the wait.
+        let someone_waits = commands
+            .iter()
+            .any(|c| !matches!(c, Command::Record(_, None)));
+        if !someone_waits && commands.len() < BATCH_COMMANDS {
             std::thread::sleep(LINGER);
-        }
-        while commands.len() < BATCH_COMMANDS {
-            match rx.try_recv() {
-                Ok(cmd) => commands.push(cmd),
-                Err(_) => break,
-            }
+            take_queued(&mut rx, &mut commands);
         }
         for cmd in commands.drain(..) {
             match cmd {
@@ -355,6 +355,17 @@ fn write_commands(
             }
         }
         batch.write(&mut file, &mut chain, health, shown);
+    }
+}
+
+/// Moves queued commands into `commands` until it holds [`BATCH_COMMANDS`] or the queue is
+/// empty.
+fn take_queued(rx: &mut mpsc::Receiver<Command>, commands: &mut Vec<Command>) {
+    while commands.len() < BATCH_COMMANDS {
+        match rx.try_recv() {
+            Ok(cmd) => commands.push(cmd),
+            Err(_) => break,
+        }
     }
 }
 
