@@ -1,0 +1,45 @@
+# Sourced by instructions.sh and syscalls.sh: one gateway in front of the node backend, and
+# mcpload driving `tools/call` of `b_echo` through it.
+#   . one-gateway.sh NAME BACKEND_PORT GATEWAY_PORT OUT_DIR
+# NAME: toolforge ($TOOLFORGE_BIN, else target/release/toolforge) or rust-mcp-proxy
+# ($RUST_MCP_PROXY_BIN, else $BENCH_WORK/rust-mcp-proxy/bin/mcp-proxy). Sets `work`, `gw` (the
+# command that starts the gateway), `url` (its MCP endpoint), `load` (mcpload's command) and
+# `pids`; starts the backend (`start_backend`) and stops everything on exit.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=${BENCH_WORK:-${TMPDIR:-/tmp}/mcp-proxy-bench}
+_name=$1 _bport=$2 _port=$3 _out=$4
+_backend_url="http://127.0.0.1:$_bport/mcp"
+case $_name in
+  toolforge)
+    gw=("$here/toolforge-gateway.sh" "$_port" "$_backend_url")
+    url="http://127.0.0.1:$_port/mcp" ;;
+  rust-mcp-proxy)
+    _peer=${RUST_MCP_PROXY_BIN:-$work/rust-mcp-proxy/bin/mcp-proxy}
+    gw=("$here/proxies/rust_mcp_proxy.sh" "$_peer" "$_port" "$_backend_url")
+    url="http://127.0.0.1:$_port/" ;;
+  *) echo "NAME is toolforge or rust-mcp-proxy" >&2; exit 2 ;;
+esac
+load=("$work/target/release/mcpload" --url "$url" --op tools/call --tool b_echo -q)
+pids=()
+# Stop the gateway and the backend and wait for them (toolforge drains first), so that a
+# second run finds the ports free.
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+
+# Starts the node backend and waits until it listens (60 s at most): the peer gives up on a
+# backend that is not listening yet.
+start_backend() {
+  (cd "$work/node" && exec node backend_node.mjs --transport http --port "$_bport") \
+    >"$_out/backend.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$_bport") 2>/dev/null && return
+    sleep 0.1
+  done
+}
