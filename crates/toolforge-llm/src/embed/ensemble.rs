@@ -29,10 +29,8 @@ impl std::fmt::Debug for EnsembleEmbedder {
 
 impl EnsembleEmbedder {
     /// An ensemble of `members`, in that order (the order is part of [`Embedder::id`], so
-    /// cached vectors of another order are never mixed in).
-    ///
-    /// # Panics
-    /// Never; an empty list is answered with an error by [`Embedder::embed`].
+    /// cached vectors of another order are never mixed in). An empty list is accepted here and
+    /// answered with an error by [`Embedder::embed`].
     pub fn new(members: Vec<Arc<dyn Embedder>>) -> Self {
         let ids: Vec<&str> = members.iter().map(|m| m.id()).collect();
         let id = format!("ensemble[{}]", ids.join("+"));
