@@ -21,6 +21,7 @@ mod serde_impl;
 mod skill;
 mod task;
 mod tool;
+mod union_variant;
 pub use annotated::*;
 pub use capabilities::*;
 pub use content::*;
@@ -4886,6 +4887,7 @@ macro_rules! ts_union {
     ) => {
         ts_union!(@declare $U { $($rest)* });
         ts_union!(@impl_from $U { $($rest)* });
+        ts_union!(@impl_deserialize $U { $($rest)* });
     };
     (@declare $U:ident { $($variant:tt)* }) => {
         ts_union!(@declare_variant $U { } {$($variant)*} );
@@ -4900,7 +4902,9 @@ macro_rules! ts_union {
         ts_union!(@declare_end $U { $($declared)* } );
     };
     (@declare_end $U:ident { $($declared:tt)* }) => {
-        #[derive(Debug, Serialize, Deserialize, Clone)]
+        // `Deserialize`: `@impl_deserialize`, the derived untagged one less the variants that
+        // cannot match (`union_variant.rs`).
+        #[derive(Debug, Serialize, Clone)]
         #[serde(untagged)]
         #[allow(clippy::large_enum_variant)]
         #[non_exhaustive]
@@ -4927,6 +4931,39 @@ macro_rules! ts_union {
     };
     (@impl_from $U: ident  { ; }) => {};
     (@impl_from $U: ident  { }) => {};
+    (@impl_deserialize $U:ident { $($variants:tt)* }) => {
+        impl<'de> Deserialize<'de> for $U {
+            fn deserialize<D>(deserializer: D) -> Result<Self, D::Error>
+            where
+                D: serde::Deserializer<'de>,
+            {
+                let value = Value::deserialize(deserializer)?;
+                ts_union!(@try_variants $U value { $($variants)* });
+                Err(serde::de::Error::custom(concat!(
+                    "data did not match any variant of untagged enum ",
+                    stringify!($U)
+                )))
+            }
+        }
+    };
+    (@try_variants $U:ident $value:ident {$(|)? box $V:ident $($rest:tt)*}) => {
+        if <$V as union_variant::UnionVariant>::may_match(&$value) {
+            if let Ok(variant) = $V::deserialize(&$value) {
+                return Ok($U::$V(Box::new(variant)));
+            }
+        }
+        ts_union!(@try_variants $U $value {$($rest)*});
+    };
+    (@try_variants $U:ident $value:ident {$(|)? $V:ident $($rest:tt)*}) => {
+        if <$V as union_variant::UnionVariant>::may_match(&$value) {
+            if let Ok(variant) = $V::deserialize(&$value) {
+                return Ok($U::$V(variant));
+            }
+        }
+        ts_union!(@try_variants $U $value {$($rest)*});
+    };
+    (@try_variants $U:ident $value:ident { ; }) => {};
+    (@try_variants $U:ident $value:ident { }) => {};
 }
 
 ts_union!(
