@@ -506,7 +506,9 @@ impl Pool {
                 });
             }
         };
-        call::call_tool(&up, self.retry, params, ctx).await
+        // Boxed: the attempts' future is the bulk of this one and of `call_tool`'s, which would
+        // otherwise carry it inline through every move.
+        Box::pin(call::call_tool(&up, self.retry, params, ctx)).await
     }
 
     /// How many isolated connections `server` has open (`"isolation": "session"`).

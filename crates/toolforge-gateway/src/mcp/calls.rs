@@ -269,10 +269,11 @@ impl Gateway {
                 id: &id,
                 caller: &principal,
             };
-            let called = match self
-                .call_round(&ctx, req.clone(), call.clone(), resuming, &sealing)
-                .await?
-            {
+            // Boxed: a round's future is most of a call's, and inline it would be copied with
+            // every future above it (the handler's is moved whole into its task).
+            let round =
+                Box::pin(self.call_round(&ctx, req.clone(), call.clone(), resuming, &sealing));
+            let called = match round.await? {
                 Round::Called(called) => called,
                 Round::Parked(asked) => {
                     trail.executed = true;
