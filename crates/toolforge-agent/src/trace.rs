@@ -688,16 +688,10 @@ mod tests {
         let outcomes = write_batch(&mut disk, &["a", "b", "c"], &mut chain, &health);
         assert_eq!(outcomes, [true, true, true]);
         assert_eq!(disk.writes, 1);
-        let text = String::from_utf8(disk.bytes).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3);
-        let mut expected = GENESIS_HASH.to_owned();
-        for line in &lines {
-            let r: TraceRecord = serde_json::from_str(line).unwrap();
-            assert_eq!(r.prev_hash.as_deref(), Some(expected.as_str()));
-            expected = line_hash(line.as_bytes());
-        }
-        assert_eq!(chain, expected, "the chain moves to the batch's last line");
+        // Each line chained to the one before, from the genesis hash, and the chain moved to
+        // the batch's last line.
+        let verified = crate::trace_verify::verify(disk.bytes.as_slice(), Some(&chain)).unwrap();
+        assert_eq!((verified.records, verified.unchained), (3, 0));
     }
 
     #[tokio::test]
@@ -711,14 +705,15 @@ mod tests {
         assert!(sink.emit_confirmed(record("last")).await);
         sink.flush().await;
         let text = std::fs::read_to_string(&path).unwrap();
-        let mut expected = GENESIS_HASH.to_owned();
-        let mut sessions = Vec::new();
-        for line in text.lines() {
-            let r: TraceRecord = serde_json::from_str(line).unwrap();
-            assert_eq!(r.prev_hash.as_deref(), Some(expected.as_str()));
-            expected = line_hash(line.as_bytes());
-            sessions.push(r.session_id);
-        }
+        let verified = crate::trace_verify::verify(text.as_bytes(), None).unwrap();
+        assert_eq!(
+            verified.unchained, 0,
+            "every record chained from the genesis hash"
+        );
+        let sessions: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<TraceRecord>(l).unwrap().session_id)
+            .collect();
         let wanted: Vec<String> = (0..300)
             .map(|i| format!("r{i}"))
             .chain(["last".to_owned()])

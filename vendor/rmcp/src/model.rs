@@ -4947,17 +4947,13 @@ macro_rules! ts_union {
         }
     };
     (@try_variants $U:ident $value:ident {$(|)? box $V:ident $($rest:tt)*}) => {
-        if <$V as union_variant::UnionVariant>::may_match(&$value) {
-            if let Ok(variant) = $V::deserialize(&$value) {
-                return Ok($U::$V(Box::new(variant)));
-            }
-        }
-        ts_union!(@try_variants $U $value {$($rest)*});
+        ts_union!(@try_variants $U $value { $V $($rest)* });
     };
     (@try_variants $U:ident $value:ident {$(|)? $V:ident $($rest:tt)*}) => {
         if <$V as union_variant::UnionVariant>::may_match(&$value) {
             if let Ok(variant) = $V::deserialize(&$value) {
-                return Ok($U::$V(variant));
+                // `@impl_from`'s conversion, which boxes the `box` variants.
+                return Ok($U::from(variant));
             }
         }
         ts_union!(@try_variants $U $value {$($rest)*});

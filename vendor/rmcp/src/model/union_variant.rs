@@ -27,34 +27,33 @@ pub(crate) trait UnionVariant {
     fn may_match(value: &Value) -> bool;
 }
 
-impl<T: UnionVariant> UnionVariant for Box<T> {
-    fn may_match(value: &Value) -> bool {
-        T::may_match(value)
+/// `test` on an object's fields; `true` for any other value (a derived struct also reads an
+/// array, by position, so nothing is ruled out there).
+fn object_passes(value: &Value, test: impl FnOnce(&JsonObject) -> bool) -> bool {
+    match value {
+        Value::Object(object) => test(object),
+        _ => true,
     }
+}
+
+/// Whether the object's `key` is the string `wanted`.
+fn string_field_is(object: &JsonObject, key: &str, wanted: &str) -> bool {
+    object.get(key).and_then(Value::as_str) == Some(wanted)
 }
 
 /// `false` when `value` is an object whose `method` is anything but `method`.
 fn method_is(value: &Value, method: &str) -> bool {
-    match value {
-        Value::Object(object) => object.get("method").and_then(Value::as_str) == Some(method),
-        _ => true,
-    }
+    object_passes(value, |object| string_field_is(object, "method", method))
 }
 
 /// `false` when `value` is an object without one of `keys`.
 fn has_all(value: &Value, keys: &[&str]) -> bool {
-    match value {
-        Value::Object(object) => keys.iter().all(|key| object.contains_key(*key)),
-        _ => true,
-    }
+    object_passes(value, |object| keys.iter().all(|key| object.contains_key(*key)))
 }
 
 /// `false` when `value` is an object with none of `keys`.
 fn has_any(value: &Value, keys: &[&str]) -> bool {
-    match value {
-        Value::Object(object) => keys.iter().any(|key| object.contains_key(*key)),
-        _ => true,
-    }
+    object_passes(value, |object| keys.iter().any(|key| object.contains_key(*key)))
 }
 
 impl<M: ConstString, R> UnionVariant for Request<M, R> {
@@ -146,12 +145,9 @@ mod results {
     impl UnionVariant for InputRequiredResult {
         /// It requires `resultType` to be `"input_required"`.
         fn may_match(value: &Value) -> bool {
-            match value {
-                Value::Object(object) => {
-                    object.get("resultType").and_then(Value::as_str) == Some("input_required")
-                }
-                _ => true,
-            }
+            object_passes(value, |object| {
+                string_field_is(object, "resultType", "input_required")
+            })
         }
     }
 }
