@@ -2,6 +2,8 @@
 # The side-by-side table of issue 18 in one command: the backend alone, toolforge's gateway and
 # joshrotenberg's mcp-proxy (Rust) in front of it, `tools/call` of `b_echo` at c = 1, 8, 32.
 #   benchmarks/proxy/compare.sh [extra bench.py run options, e.g. -d 5 --repeats 1]
+# Repeats measure the systems in rotated order (bench.py `rotated`), so with 3 each system takes
+# every slot once and the median is free of the order.
 # Needs setup.sh run once. Binary: $TOOLFORGE_BIN, else target/release/toolforge (build it with
 # `cargo build --release -p toolforge`). Table: $BENCH_WORK/results/<stamp>/summary.md.
 set -euo pipefail
@@ -10,7 +12,7 @@ work=${BENCH_WORK:-${TMPDIR:-/tmp}/mcp-proxy-bench}
 peer=${RUST_MCP_PROXY_BIN:-$work/rust-mcp-proxy/bin/mcp-proxy}
 [ -x "$peer" ] || { echo "no mcp-proxy at $peer: run $here/setup.sh first" >&2; exit 2; }
 exec python3 "$here/bench.py" run --systems backend -c 1,8,32 --ops tools/call --tool b_echo \
-  -d 10 --repeats 1 --gateway-needs-backend \
+  -d 10 --repeats 3 --gateway-needs-backend \
   --gateway "toolforge=$here/toolforge-gateway.sh {port} {backend_url}" \
   --gateway "rust-mcp-proxy=$here/proxies/rust_mcp_proxy.sh $peer {port} {backend_url}" \
   --gateway-url 'rust-mcp-proxy=http://127.0.0.1:{port}/' "$@"
