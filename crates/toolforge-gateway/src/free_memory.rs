@@ -4,8 +4,10 @@
 //! glibc's allocator keeps the memory it got for a peak and reuses it, so a process's RSS
 //! follows its peak heap rather than what is live. A gateway's peaks are catalog builds: with
 //! 10,000 tools, start-up and the first `tools/list` each hold much more than stays live
-//! (`benchmarks/proxy/README.md`). `malloc_trim` hands the free pages of every arena back.
-//! Elsewhere (musl, other systems) this does nothing. [`limit_arenas`] caps glibc's arenas,
+//! (`benchmarks/proxy/README.md`). A trim hands the free pages of every arena back: jemalloc's
+//! (feature `jemalloc`, the binary's default allocator, whose own decay would return them a
+//! second later) and glibc's (`malloc_trim`). Elsewhere (musl, other systems) glibc's does
+//! nothing. [`limit_arenas`] caps glibc's arenas,
 //! each of which keeps the pages its live allocations are on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,8 +43,40 @@ pub(crate) fn release_soon() -> bool {
     true
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn trim() {
+    trim_jemalloc();
+    trim_glibc();
+}
+
+/// The binary's allocator when it is built with jemalloc (its default): every arena's unused
+/// dirty pages go back now instead of after their decay time.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+fn trim_jemalloc() {
+    // `MALLCTL_ARENAS_ALL`: the purge applies to every arena.
+    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
+    // SAFETY: `arena.<i>.purge` reads and writes nothing (null pointers, zero length) and runs
+    // under jemalloc's own locks.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(rc, "jemalloc refused to purge its arenas");
+    }
+}
+
+#[cfg(not(all(feature = "jemalloc", not(target_env = "msvc"))))]
+fn trim_jemalloc() {}
+
+/// glibc's heap: all of it without jemalloc, else what C libraries (SQLite) allocate.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_glibc() {
     // SAFETY: `malloc_trim` takes no pointers and works on the allocator's own state under
     // its own locks; 0 keeps no spare room at the top of the heap.
     #[allow(unsafe_code)]
@@ -52,7 +86,7 @@ fn trim() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+fn trim_glibc() {}
 
 /// Caps glibc's heap arenas at one per async worker thread plus one, for a gateway running
 /// `worker_threads` workers. Call it once each worker has allocated (a thread takes its arena

@@ -341,7 +341,9 @@ pub fn mcp_service(
 
 /// rmcp's MCP service behind one `Arc`. axum clones a route's service for every request, and
 /// rmcp's service clones its whole config (the allowed hosts and origins, a dozen strings) on
-/// every clone and again in every `call`; this clones a pointer instead.
+/// every clone and again in every `call`; this clones a pointer instead. Its answers are
+/// adjusted for clients here ([`session_closed`], [`session_gone`]), not by middleware, which
+/// would cost allocations on every request.
 #[derive(Clone)]
 struct SharedMcpService(Arc<StreamableHttpService<Gateway, CappedSessions>>);
 
@@ -351,9 +353,7 @@ where
     B::Data: Send + 'static,
     B::Error: std::fmt::Display,
 {
-    type Response = http::Response<
-        http_body_util::combinators::BoxBody<axum::body::Bytes, std::convert::Infallible>,
-    >;
+    type Response = Response;
     type Error = std::convert::Infallible;
     type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
@@ -366,15 +366,18 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let service = self.0.clone();
-        Box::pin(async move { Ok(service.handle(req).await) })
+        let delete = req.method() == axum::http::Method::DELETE;
+        let had_session = req.headers().contains_key("mcp-session-id");
+        Box::pin(async move {
+            let response = service.handle(req).await.map(axum::body::Body::new);
+            Ok(session_closed(delete, session_gone(had_session, response)))
+        })
     }
 }
 
 /// Closing a session (`DELETE /mcp`) answers 200: rmcp answers 202, which the Python SDK
 /// reports to its user as a failed termination.
-async fn session_closed(req: Request, next: Next) -> Response {
-    let delete = req.method() == axum::http::Method::DELETE;
-    let mut response = next.run(req).await;
+fn session_closed(delete: bool, mut response: Response) -> Response {
     if delete && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::OK;
     }
@@ -383,9 +386,7 @@ async fn session_closed(req: Request, next: Next) -> Response {
 
 /// Answers an unknown or expired `Mcp-Session-Id` (its replica restarted, or it idled out)
 /// with a message that says what to do, instead of rmcp's bare "Session not found".
-async fn session_gone(req: Request, next: Next) -> Response {
-    let had_session = req.headers().contains_key("mcp-session-id");
-    let response = next.run(req).await;
+fn session_gone(had_session: bool, response: Response) -> Response {
     if !had_session || response.status() != StatusCode::NOT_FOUND {
         return response;
     }
@@ -519,35 +520,34 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         (!opts.stateless).then(|| sessions.clone()),
         Some(lists),
     ));
-    let mcp = axum::Router::new()
-        .nest_service(
-            "/mcp",
-            tower::ServiceBuilder::new()
-                .layer(axum::middleware::from_fn(session_closed))
-                .layer(axum::middleware::from_fn(session_gone))
-                .service(SharedMcpService(Arc::new(mcp_service(
-                    shared, &opts, sessions,
-                )))),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            mcp_guard,
-            crate::mcp_guard::guard,
-        ));
-    let mut router = router.merge(mcp).fallback(not_found);
-    if let Some(identity) = &opts.identity {
-        router = router.layer(axum::middleware::from_fn_with_state(
-            identity.clone(),
-            crate::identity::authenticate,
-        ));
-    }
-    let router = router
-        // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
-        .layer(axum::extract::DefaultBodyLimit::disable())
+    let mcp = axum::Router::new().nest_service(
+        "/mcp",
+        tower::ServiceBuilder::new()
+            .layer(axum::middleware::from_fn_with_state(
+                mcp_guard,
+                crate::mcp_guard::guard,
+            ))
+            .service(SharedMcpService(Arc::new(mcp_service(
+                shared, &opts, sessions,
+            )))),
+    );
+    // Every route's middleware, outermost first, as one layer: axum boxes a route once per
+    // `Router::layer`, and each box costs allocations and a clone of what is inside it on every
+    // request (`benchmarks/proxy/README.md`, 2026-11-28).
+    let every_route = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe))
+        .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,
         ))
-        .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
-        .layer(axum::middleware::from_fn_with_state(opts.clone(), observe));
+        // The limited body, as the body type the middleware inside take.
+        .map_request(|req: Request<_>| req.map(axum::body::Body::new))
+        // One bound for every route: axum's own (2 MiB for JSON) gives way to it.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .option_layer(opts.identity.clone().map(|identity| {
+            axum::middleware::from_fn_with_state(identity, crate::identity::authenticate)
+        }));
+    let router = router.merge(mcp).fallback(not_found).layer(every_route);
     crate::spans::traced(router)
 }
 

@@ -73,18 +73,87 @@ pub(crate) fn needle(marker: &str) -> Bytes {
     serde_json::to_vec(&[placeholder(marker)]).map_or_else(|_| Bytes::new(), Bytes::from)
 }
 
-/// `haystack` with the first `needle` replaced by `tools`; `None` without one.
-fn spliced(haystack: &[u8], splice: &Splice) -> Option<Bytes> {
+/// `haystack` with the first `needle` replaced by `tools`, as pieces that share their bytes:
+/// the cached tool array (megabytes with thousands of tools) is not copied per answer. `None`
+/// without a needle.
+fn spliced(haystack: &Bytes, splice: &Splice) -> Option<Pieces> {
     let needle = &splice.needle[..];
     if needle.is_empty() || haystack.len() < needle.len() {
         return None;
     }
     let at = haystack.windows(needle.len()).position(|w| w == needle)?;
-    let mut out = Vec::with_capacity(haystack.len() - needle.len() + splice.tools.len());
-    out.extend_from_slice(&haystack[..at]);
-    out.extend_from_slice(&splice.tools);
-    out.extend_from_slice(&haystack[at + needle.len()..]);
-    Some(Bytes::from(out))
+    Some(Pieces {
+        chunks: [
+            haystack.slice(..at),
+            splice.tools.clone(),
+            haystack.slice(at + needle.len()..),
+        ],
+        next: 0,
+    })
+}
+
+/// A spliced answer's bytes in order: what came before the placeholder, the tool array, what
+/// came after. A body of its own (exact length) and the frames a stream still owes.
+#[derive(Debug, Default)]
+struct Pieces {
+    chunks: [Bytes; 3],
+    /// The first chunk not handed out yet.
+    next: usize,
+}
+
+impl Pieces {
+    /// The next non-empty chunk.
+    fn pop(&mut self) -> Option<Bytes> {
+        while let Some(chunk) = self.chunks.get_mut(self.next) {
+            self.next += 1;
+            let chunk = std::mem::take(chunk);
+            if !chunk.is_empty() {
+                return Some(chunk);
+            }
+        }
+        None
+    }
+
+    /// Bytes not handed out yet.
+    fn remaining(&self) -> u64 {
+        self.chunks
+            .get(self.next..)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.len() as u64)
+            .sum()
+    }
+}
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Poll::Ready(self.pop().map(|chunk| Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining())
+    }
+}
+
+/// `hint` of a body that still owes `pending` bytes before it.
+fn with_pending(hint: SizeHint, pending: &Pieces) -> SizeHint {
+    let owed = pending.remaining();
+    let mut total = SizeHint::new();
+    total.set_lower(hint.lower().saturating_add(owed));
+    if let Some(upper) = hint.upper() {
+        total.set_upper(upper.saturating_add(owed));
+    }
+    total
 }
 
 /// The marker of the first placeholder in `haystack`.
@@ -118,11 +187,11 @@ pub(crate) async fn splice(response: Response, slot: ListSlot) -> Response {
         let (parts, body) = response.into_parts();
         return match axum::body::to_bytes(body, usize::MAX).await {
             Ok(bytes) => {
-                let body = match slot.take() {
-                    Some(splice) => spliced(&bytes, &splice).unwrap_or(bytes),
-                    None => bytes,
+                let body = match slot.take().and_then(|splice| spliced(&bytes, &splice)) {
+                    Some(pieces) => Body::new(pieces),
+                    None => Body::from(bytes),
                 };
-                Response::from_parts(parts, Body::from(body))
+                Response::from_parts(parts, body)
             }
             Err(e) => {
                 tracing::warn!("tools/list: the answer could not be read for splicing: {e}");
@@ -134,6 +203,7 @@ pub(crate) async fn splice(response: Response, slot: ListSlot) -> Response {
         Body::new(Spliced {
             body,
             slot: Some(slot),
+            pending: Pieces::default(),
         })
     })
 }
@@ -141,7 +211,13 @@ pub(crate) async fn splice(response: Response, slot: ListSlot) -> Response {
 /// A resumed stream (`Last-Event-ID`): each replayed placeholder gets its answer while the
 /// cache keeps it.
 pub(crate) fn replayed(response: Response, resolve: Resolve) -> Response {
-    response.map(|body| Body::new(Replayed { body, resolve }))
+    response.map(|body| {
+        Body::new(Replayed {
+            body,
+            resolve,
+            pending: Pieces::default(),
+        })
+    })
 }
 
 /// A streamed answer whose placeholder array is replaced as the event carrying it goes by.
@@ -149,6 +225,8 @@ struct Spliced {
     body: Body,
     /// Until the splice is done.
     slot: Option<ListSlot>,
+    /// The spliced event's chunks not sent yet.
+    pending: Pieces,
 }
 
 impl http_body::Body for Spliced {
@@ -159,6 +237,9 @@ impl http_body::Body for Spliced {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Some(chunk) = self.pending.pop() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
         let frame = match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
             other => return other,
@@ -176,17 +257,18 @@ impl http_body::Body for Spliced {
             slot.take();
             Some(out)
         });
-        match replaced {
-            Some(out) => {
-                self.slot = None;
-                Poll::Ready(Some(Ok(Frame::data(out))))
-            }
-            None => Poll::Ready(Some(Ok(Frame::data(data)))),
-        }
+        let Some(pieces) = replaced else {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        };
+        self.slot = None;
+        self.pending = pieces;
+        Poll::Ready(Some(Ok(Frame::data(
+            self.pending.pop().unwrap_or_default(),
+        ))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.pending.remaining() == 0 && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -194,7 +276,7 @@ impl http_body::Body for Spliced {
             // The length changes when the splice happens.
             SizeHint::default()
         } else {
-            self.body.size_hint()
+            with_pending(self.body.size_hint(), &self.pending)
         }
     }
 }
@@ -203,6 +285,8 @@ impl http_body::Body for Spliced {
 struct Replayed {
     body: Body,
     resolve: Resolve,
+    /// The spliced event's chunks not sent yet.
+    pending: Pieces,
 }
 
 impl http_body::Body for Replayed {
@@ -213,25 +297,31 @@ impl http_body::Body for Replayed {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Some(chunk) = self.pending.pop() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
         let frame = match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
             other => return other,
         };
-        let mut data = match frame.into_data() {
+        let data = match frame.into_data() {
             Ok(data) => data,
             Err(frame) => return Poll::Ready(Some(Ok(frame))),
         };
         // One event per frame, and one answer per event.
         if let Some(splice) = marker_in(&data).and_then(|m| (self.resolve)(m))
-            && let Some(out) = spliced(&data, &splice)
+            && let Some(pieces) = spliced(&data, &splice)
         {
-            data = out;
+            self.pending = pieces;
+            return Poll::Ready(Some(Ok(Frame::data(
+                self.pending.pop().unwrap_or_default(),
+            ))));
         }
         Poll::Ready(Some(Ok(Frame::data(data))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.pending.remaining() == 0 && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -370,7 +460,38 @@ mod tests {
             needle: needle(MARKER),
             tools: Bytes::from_static(b"[]"),
         };
-        let out = spliced(twice.as_bytes(), &splice).unwrap();
+        let mut pieces = spliced(&Bytes::from(twice), &splice).unwrap();
+        let mut out = Vec::new();
+        while let Some(chunk) = pieces.pop() {
+            out.extend_from_slice(&chunk);
+        }
         assert_eq!(out, format!("[]{}", placeholder_array(MARKER)).as_bytes());
+    }
+
+    #[test]
+    fn the_tool_array_is_shared_not_copied() {
+        let splice = splice_of(MARKER);
+        let answer = Bytes::from(format!(
+            r#"{{"result":{{"tools":{}}}}}"#,
+            placeholder_array(MARKER)
+        ));
+        let mut pieces = spliced(&answer, &splice).unwrap();
+        assert_eq!(
+            pieces.remaining(),
+            (answer.len() - splice.needle.len() + splice.tools.len()) as u64
+        );
+        let chunks: Vec<Bytes> = std::iter::from_fn(|| pieces.pop()).collect();
+        assert_eq!(chunks.len(), 3, "{chunks:?}");
+        assert_eq!(
+            chunks[1].as_ptr(),
+            splice.tools.as_ptr(),
+            "the cached bytes themselves"
+        );
+        assert_eq!(
+            chunks[0].as_ptr(),
+            answer.as_ptr(),
+            "a slice of the answer, not a copy"
+        );
+        assert_eq!(pieces.remaining(), 0);
     }
 }

@@ -2,6 +2,7 @@
 //! typed config (the only place that does), wires the crates together and runs one command.
 
 mod agent;
+mod allocator;
 mod cmd;
 mod config;
 mod embedder;
@@ -75,9 +76,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     let worker_threads = cli.worker_threads.map(usize::from);
-    // A gateway caps glibc's heap arenas (`toolforge_gateway::limit_arenas`), unless the
-    // operator set `MALLOC_ARENA_MAX`.
-    let built = if matches!(cli.command, Command::Serve(_) | Command::Gateway(_))
+    // A gateway on glibc's allocator caps its heap arenas (`toolforge_gateway::limit_arenas`),
+    // unless the operator set `MALLOC_ARENA_MAX`. With jemalloc (`allocator`), glibc's heap
+    // holds only what C libraries allocate, and jemalloc has its own single arena.
+    let built = if !allocator::JEMALLOC
+        && matches!(cli.command, Command::Serve(_) | Command::Gateway(_))
         && !config::process_env_sets("MALLOC_ARENA_MAX")
     {
         runtime::build_with_arenas_capped(worker_threads)
