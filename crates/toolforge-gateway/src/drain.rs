@@ -87,6 +87,43 @@ impl Drop for InFlight {
     }
 }
 
+impl InFlight {
+    /// `body`, holding this request in flight until it has been sent or dropped. Frames,
+    /// trailers and the size hint pass through unchanged.
+    pub(crate) fn hold(self, body: axum::body::Body) -> axum::body::Body {
+        axum::body::Body::new(Held {
+            body,
+            _in_flight: self,
+        })
+    }
+}
+
+/// A response body and the [`InFlight`] guard it keeps.
+struct Held {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for Held {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +147,26 @@ mod tests {
         drop(b);
         idle.await.unwrap();
         assert_eq!(drain.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_held_body_counts_until_it_is_sent_and_keeps_its_length() {
+        use http_body::Body as _;
+        use http_body_util::BodyExt as _;
+        let drain = Arc::new(Drain::new());
+        let body = drain.enter().hold(axum::body::Body::from("twelve bytes"));
+        assert_eq!(
+            body.size_hint().exact(),
+            Some(12),
+            "the length passes through"
+        );
+        assert_eq!(drain.in_flight(), 1);
+        let sent = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&sent[..], b"twelve bytes");
+        assert_eq!(drain.in_flight(), 0, "sent, so no longer in flight");
+        let dropped = drain.enter().hold(axum::body::Body::from("never sent"));
+        assert_eq!(drain.in_flight(), 1);
+        drop(dropped);
+        assert_eq!(drain.in_flight(), 0, "a dropped body ends the count");
     }
 }

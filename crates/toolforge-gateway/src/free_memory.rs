@@ -44,14 +44,15 @@ pub(crate) fn release_soon() -> bool {
 }
 
 fn trim() {
-    trim_jemalloc();
+    let _ = trim_jemalloc();
     trim_glibc();
 }
 
 /// The binary's allocator when it is built with jemalloc (its default): every arena's unused
-/// dirty pages go back now instead of after their decay time.
+/// dirty pages go back now instead of after their decay time. Returns whether jemalloc took the
+/// request.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
-fn trim_jemalloc() {
+fn trim_jemalloc() -> bool {
     // `MALLCTL_ARENAS_ALL`: the purge applies to every arena.
     const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
     // SAFETY: `arena.<i>.purge` reads and writes nothing (null pointers, zero length) and runs
@@ -69,10 +70,13 @@ fn trim_jemalloc() {
     if rc != 0 {
         tracing::debug!(rc, "jemalloc refused to purge its arenas");
     }
+    rc == 0
 }
 
 #[cfg(not(all(feature = "jemalloc", not(target_env = "msvc"))))]
-fn trim_jemalloc() {}
+fn trim_jemalloc() -> bool {
+    false
+}
 
 /// glibc's heap: all of it without jemalloc, else what C libraries (SQLite) allocate.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -154,6 +158,12 @@ mod tests {
             release_soon(),
             "no trim could be scheduled after the first ran"
         );
+    }
+
+    #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+    #[test]
+    fn jemalloc_takes_the_purge_of_every_arena() {
+        assert!(trim_jemalloc(), "mallctl refused arena.<all>.purge");
     }
 
     #[test]

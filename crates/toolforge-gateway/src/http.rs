@@ -270,20 +270,17 @@ fn origin_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
     host_allowed(&h, extra)
 }
 
-async fn guard(
-    State(opts): State<Arc<HttpOptions>>,
-    req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let headers = req.headers();
+/// Why a request is refused before any route sees it: a Host or Origin that is not ours
+/// (DNS rebinding), or a declared body over the bound. `None` lets it through.
+fn refusal(headers: &HeaderMap, opts: &HttpOptions) -> Option<ApiError> {
     if !host_allowed(headers, &opts.extra_hosts) {
-        return Err(ApiError::new(
+        return Some(ApiError::new(
             StatusCode::FORBIDDEN,
             "Host header is not allowed (DNS-rebinding protection)",
         ));
     }
     if !origin_allowed(headers, &opts.extra_hosts) {
-        return Err(ApiError::new(
+        return Some(ApiError::new(
             StatusCode::FORBIDDEN,
             "Origin is not allowed (DNS-rebinding protection)",
         ));
@@ -293,13 +290,12 @@ async fn guard(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .is_some_and(|n| n > opts.max_body_bytes);
-    if too_big {
-        return Err(ApiError::new(
+    too_big.then(|| {
+        ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("request body is larger than {} bytes", opts.max_body_bytes),
-        ));
-    }
-    Ok(next.run(req).await)
+        )
+    })
 }
 
 /// The gateway's MCP service, over `sessions`.
@@ -426,7 +422,9 @@ pub(crate) fn route_label(req: &Request) -> String {
 
 /// Counts every request (route, status, latency) and holds it in flight for the drain until
 /// its response body has been sent; listening streams (`GET /mcp`) are not held. Requests
-/// carry the metrics in their extensions, for the tool-call counters further in.
+/// carry the metrics in their extensions, for the tool-call counters further in. A request
+/// with a [`refusal`] is answered here (and counted) without reaching its route. One
+/// middleware for both: each `from_fn` layer costs allocations on every request.
 async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = route_label(&req);
@@ -434,7 +432,10 @@ async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: N
     let listening = method == axum::http::Method::GET && route == "/mcp";
     let in_flight = (!listening).then(|| opts.drain.enter());
     req.extensions_mut().insert(opts.metrics.clone());
-    let response = next.run(req).await;
+    let response = match refusal(req.headers(), &opts) {
+        Some(refused) => refused.into_response(),
+        None => next.run(req).await,
+    };
     opts.metrics.http_request(
         &route,
         method.as_str(),
@@ -443,15 +444,7 @@ async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: N
     );
     match in_flight {
         None => response,
-        Some(guard) => {
-            use futures::StreamExt as _;
-            let (parts, body) = response.into_parts();
-            let body = body.into_data_stream().map(move |chunk| {
-                let _held = &guard;
-                chunk
-            });
-            Response::from_parts(parts, axum::body::Body::from_stream(body))
-        }
+        Some(in_flight) => response.map(|body| in_flight.hold(body)),
     }
 }
 
@@ -536,7 +529,6 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     // request (`benchmarks/proxy/README.md`, 2026-11-28).
     let every_route = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn_with_state(opts.clone(), observe))
-        .layer(axum::middleware::from_fn_with_state(opts.clone(), guard))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             opts.max_body_bytes,
         ))

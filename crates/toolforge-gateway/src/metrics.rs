@@ -64,6 +64,59 @@ impl Histogram {
     }
 }
 
+/// A series' label values as a map key, so a family finds a series by the `&[&str]` it is
+/// given without building a key of owned strings first (a counter update on every request).
+trait LabelSet {
+    fn count(&self) -> usize;
+    fn label(&self, i: usize) -> &str;
+}
+
+impl LabelSet for Vec<String> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn label(&self, i: usize) -> &str {
+        &self[i]
+    }
+}
+
+impl LabelSet for &[&str] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn label(&self, i: usize) -> &str {
+        self[i]
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn LabelSet + 'a> for Vec<String> {
+    fn borrow(&self) -> &(dyn LabelSet + 'a) {
+        self
+    }
+}
+
+/// The order of `Vec<String>`: element by element, then the shorter first.
+impl Ord for dyn LabelSet + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let mine = (0..self.count()).map(|i| self.label(i));
+        mine.cmp((0..other.count()).map(|i| other.label(i)))
+    }
+}
+
+impl PartialOrd for dyn LabelSet + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for dyn LabelSet + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for dyn LabelSet + '_ {}
+
 /// A family of series keyed by their label values, capped at [`MAX_SERIES`].
 #[derive(Debug)]
 struct Family<V> {
@@ -79,15 +132,14 @@ impl<V: Default + Clone> Family<V> {
 
     fn update(&self, labels: &[&str], f: impl FnOnce(&mut V)) {
         let mut series = self.series.lock();
-        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
-        if let Some(v) = series.get_mut(&key) {
+        if let Some(v) = series.get_mut(&labels as &dyn LabelSet) {
             f(v);
             return;
         }
         let key = if series.len() >= MAX_SERIES {
             vec![OTHER.to_owned(); labels.len()]
         } else {
-            key
+            labels.iter().map(|s| (*s).to_owned()).collect()
         };
         f(series.entry(key).or_default());
     }
@@ -158,8 +210,14 @@ impl Metrics {
             "GET" | "POST" | "DELETE" | "HEAD" | "OPTIONS" | "PUT" | "PATCH" => method,
             _ => OTHER,
         };
+        // The code's text without formatting it (the status line's digits).
+        let code = axum::http::StatusCode::from_u16(status);
+        let status_text = match &code {
+            Ok(code) => std::borrow::Cow::Borrowed(code.as_str()),
+            Err(_) => std::borrow::Cow::Owned(status.to_string()),
+        };
         self.http
-            .update(&[route, method, &status.to_string()], |n| *n += 1);
+            .update(&[route, method, &status_text], |n| *n += 1);
         self.http_latency
             .update(&[route], |h| h.observe(elapsed.as_secs_f64()));
         if status >= 500 {
@@ -491,5 +549,49 @@ mod tests {
         assert_eq!(calls.len(), MAX_SERIES + 1);
         let other = calls.iter().find(|(k, _)| k[0] == OTHER).map(|(_, n)| *n);
         assert_eq!(other, Some(10));
+    }
+
+    #[test]
+    fn a_label_set_finds_its_series_among_many() {
+        // Looked up by borrowed labels, a series must be found wherever the map keeps it: the
+        // borrowed order has to be the stored keys' own.
+        let family: Family<u64> = Family::new();
+        let sets: Vec<Vec<String>> = (0..300_u32)
+            .map(|i| {
+                let n = 1 + (i % 3) as usize;
+                (0..n)
+                    .map(|j| format!("{}", i.wrapping_mul(7919).wrapping_add(j as u32) % 97))
+                    .collect()
+            })
+            .collect();
+        for _ in 0..2 {
+            for set in &sets {
+                let labels: Vec<&str> = set.iter().map(String::as_str).collect();
+                family.update(&labels, |n| *n += 1);
+            }
+        }
+        let snapshot = family.snapshot();
+        let mut distinct = sets.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(snapshot.len(), distinct.len(), "one series per label set");
+        for (key, n) in snapshot {
+            let times = sets.iter().filter(|s| **s == key).count() as u64;
+            assert_eq!(n, 2 * times, "{key:?}");
+        }
+        // The update's borrowed lookup finds each (not only the owned entry after it).
+        let series = family.series.lock();
+        for set in &sets {
+            let labels: Vec<&str> = set.iter().map(String::as_str).collect();
+            let labels: &[&str] = &labels;
+            assert!(series.get(&labels as &dyn LabelSet).is_some(), "{set:?}");
+        }
+        drop(series);
+        // A prefix is another label set.
+        family.update(&["a"], |n| *n += 1);
+        family.update(&["a", ""], |n| *n += 1);
+        let a = family.snapshot();
+        assert!(a.iter().any(|(k, n)| k == &["a"] && *n == 1));
+        assert!(a.iter().any(|(k, n)| k == &["a", ""] && *n == 1));
     }
 }

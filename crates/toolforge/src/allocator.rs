@@ -1,7 +1,7 @@
 //! The process's allocator: jemalloc (feature `jemalloc`, on by default), with settings for a
 //! gateway that must stay small.
 //!
-//! A proxied `tools/call` makes about 420 allocations (hyper, axum, rmcp's session and client,
+//! A proxied `tools/call` made about 420 allocations (hyper, axum, rmcp's session and client,
 //! serde). glibc's allocator spent about 106,000 instructions per call on them, a fifth of the
 //! gateway's; jemalloc's thread caches spend about 38,000 (`benchmarks/proxy/instructions.sh`;
 //! `benchmarks/proxy/README.md`, 2026-11-28).
