@@ -220,6 +220,32 @@ pub(crate) fn replayed(response: Response, resolve: Resolve) -> Response {
     })
 }
 
+/// The next frame of a stream being spliced: first what `pending` still owes of a spliced
+/// frame, then `body`'s next frame, its data replaced by the pieces `splice` makes of it.
+fn poll_spliced(
+    body: &mut Body,
+    pending: &mut Pieces,
+    cx: &mut Context<'_>,
+    splice: impl FnOnce(&Bytes) -> Option<Pieces>,
+) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    if let Some(chunk) = pending.pop() {
+        return Poll::Ready(Some(Ok(Frame::data(chunk))));
+    }
+    let frame = match Pin::new(body).poll_frame(cx) {
+        Poll::Ready(Some(Ok(frame))) => frame,
+        other => return other,
+    };
+    let data = match frame.into_data() {
+        Ok(data) => data,
+        Err(frame) => return Poll::Ready(Some(Ok(frame))),
+    };
+    let Some(pieces) = splice(&data) else {
+        return Poll::Ready(Some(Ok(Frame::data(data))));
+    };
+    *pending = pieces;
+    Poll::Ready(Some(Ok(Frame::data(pending.pop().unwrap_or_default()))))
+}
+
 /// A streamed answer whose placeholder array is replaced as the event carrying it goes by.
 struct Spliced {
     body: Body,
@@ -237,34 +263,19 @@ impl http_body::Body for Spliced {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        if let Some(chunk) = self.pending.pop() {
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
-        }
-        let frame = match Pin::new(&mut self.body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            other => return other,
-        };
-        let data = match frame.into_data() {
-            Ok(data) => data,
-            Err(frame) => return Poll::Ready(Some(Ok(frame))),
-        };
-        let replaced = self.slot.as_ref().and_then(|slot| {
-            let out = slot
+        let this = &mut *self;
+        let slot = &mut this.slot;
+        poll_spliced(&mut this.body, &mut this.pending, cx, |data| {
+            let pieces = slot
+                .as_ref()?
                 .0
                 .lock()
                 .as_ref()
-                .and_then(|splice| spliced(&data, splice))?;
-            slot.take();
-            Some(out)
-        });
-        let Some(pieces) = replaced else {
-            return Poll::Ready(Some(Ok(Frame::data(data))));
-        };
-        self.slot = None;
-        self.pending = pieces;
-        Poll::Ready(Some(Ok(Frame::data(
-            self.pending.pop().unwrap_or_default(),
-        ))))
+                .and_then(|splice| spliced(data, splice))?;
+            // Done: the slot is emptied and the rest of the stream passes as it is.
+            slot.take()?.take();
+            Some(pieces)
+        })
     }
 
     fn is_end_stream(&self) -> bool {
@@ -297,27 +308,13 @@ impl http_body::Body for Replayed {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        if let Some(chunk) = self.pending.pop() {
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
-        }
-        let frame = match Pin::new(&mut self.body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            other => return other,
-        };
-        let data = match frame.into_data() {
-            Ok(data) => data,
-            Err(frame) => return Poll::Ready(Some(Ok(frame))),
-        };
+        let this = &mut *self;
+        let resolve = &this.resolve;
         // One event per frame, and one answer per event.
-        if let Some(splice) = marker_in(&data).and_then(|m| (self.resolve)(m))
-            && let Some(pieces) = spliced(&data, &splice)
-        {
-            self.pending = pieces;
-            return Poll::Ready(Some(Ok(Frame::data(
-                self.pending.pop().unwrap_or_default(),
-            ))));
-        }
-        Poll::Ready(Some(Ok(Frame::data(data))))
+        poll_spliced(&mut this.body, &mut this.pending, cx, |data| {
+            let splice = marker_in(data).and_then(|m| resolve(m))?;
+            spliced(data, &splice)
+        })
     }
 
     fn is_end_stream(&self) -> bool {
