@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -30,22 +31,30 @@ pub const PINNED_FIELDS: &[&str] = &[
 /// `value` as canonical JSON: object keys sorted at every level, no whitespace.
 #[must_use]
 pub fn canonical_json(value: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k])))
-                        .collect(),
-                )
+    // Writing a `Value` cannot fail: its keys are strings, its numbers finite.
+    serde_json::to_string(&Canonical(value)).unwrap_or_default()
+}
+
+/// A value that serialises with its object keys sorted at every level, read in place: a call's
+/// trace record hashes its arguments this way, without a sorted copy of them.
+struct Canonical<'a>(&'a Value);
+
+impl Serialize for Canonical<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    out.serialize_entry(key, &Canonical(value))?;
+                }
+                out.end()
             }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Canonical)),
+            other => other.serialize(serializer),
         }
     }
-    sorted(value).to_string()
 }
 
 /// The pinned fields of an MCP `Tool` object (absent and `null` fields are left out).
@@ -252,6 +261,20 @@ fn walk(path: &str, before: &Value, after: &Value, out: &mut Vec<FieldChange>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level_without_whitespace() {
+        let value = json!({
+            "b": [{"z": 1, "a": "x \"q\""}, [{"y": true, "x": null}]],
+            "a": {"d": null, "c": 1.5, "é": -2},
+            "": 0
+        });
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"":0,"a":{"c":1.5,"d":null,"é":-2},"b":[{"a":"x \"q\"","z":1},[{"x":null,"y":true}]]}"#
+        );
+        assert_eq!(canonical_json(&json!("s")), r#""s""#);
+    }
 
     fn tool(name: &str, desc: &str) -> Value {
         json!({"name": name, "description": desc,

@@ -4,9 +4,9 @@
 //! (arguments) or withholds the result. Only text is scanned in results (text content, text
 //! resources, structured content): images, audio and blobs pass untouched.
 
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ResourceContents};
 use serde_json::Value;
-use toolforge_guard::secrets::{redact_value, scan_value};
+use toolforge_guard::secrets::{redact_value, scan_text, scan_value};
 use toolforge_guard::{GuardSettings, SecretAction};
 
 /// Kinds found, each once, in order of first appearance.
@@ -102,13 +102,39 @@ fn texts_mut(result: &mut Value) -> Vec<&mut Value> {
     out
 }
 
+/// The text of a content block the guard reads: text content and text resources.
+fn text_of(block: &ContentBlock) -> Option<&str> {
+    if let Some(text) = block.as_text() {
+        return Some(text.text.as_str());
+    }
+    match &block.as_resource()?.resource {
+        ResourceContents::TextResourceContents { text, .. } => Some(text.as_str()),
+        _ => None,
+    }
+}
+
+/// Whether a text the guard reads in `result` holds a secret (the keys of its structured
+/// content included), read in place: most results hold none, and are then left as they are
+/// without the copy that redacting them takes.
+fn any_secret(result: &CallToolResult) -> bool {
+    result
+        .content
+        .iter()
+        .filter_map(text_of)
+        .any(|text| !scan_text(text).is_empty())
+        || result
+            .structured_content
+            .as_ref()
+            .is_some_and(|value| !scan_value(value).is_empty())
+}
+
 /// What the guard does to a result: `Err` (withhold) with the reason, or the note of what was
 /// redacted in place.
 pub(crate) fn result(
     settings: GuardSettings,
     result: &mut CallToolResult,
 ) -> Result<Option<String>, String> {
-    if settings.secrets == SecretAction::Off {
+    if settings.secrets == SecretAction::Off || !any_secret(result) {
         return Ok(None);
     }
     let Ok(mut value) = serde_json::to_value(&*result) else {
@@ -215,5 +241,34 @@ mod tests {
         let mut r: CallToolResult =
             serde_json::from_value(json!({"content": [{"type": "text", "text": KEY}]})).unwrap();
         assert!(result(settings(SecretAction::Block), &mut r).is_err());
+    }
+
+    #[test]
+    fn a_secret_is_found_in_each_place_a_result_holds_text() {
+        let resource = json!({"type": "resource", "resource": {"uri": "file:///k", "text": KEY}});
+        for (place, body) in [
+            ("text", json!({"content": [{"type": "text", "text": KEY}]})),
+            ("resource", json!({"content": [resource]})),
+            (
+                "structured",
+                json!({"content": [], "structuredContent": {"a": [KEY]}}),
+            ),
+        ] {
+            let clean: CallToolResult = serde_json::from_value(body).unwrap();
+            let mut r = clean.clone();
+            assert!(
+                result(settings(SecretAction::Block), &mut r).is_err(),
+                "{place}"
+            );
+            let note = result(settings(SecretAction::Redact), &mut r).unwrap();
+            assert!(note.is_some(), "{place}");
+            assert!(!serde_json::to_string(&r).unwrap().contains(KEY), "{place}");
+        }
+        // Nothing found: the result is left exactly as it came.
+        let body =
+            json!({"content": [{"type": "text", "text": "fine"}], "structuredContent": {"n": 1}});
+        let mut r: CallToolResult = serde_json::from_value(body.clone()).unwrap();
+        assert_eq!(result(settings(SecretAction::Redact), &mut r), Ok(None));
+        assert_eq!(serde_json::to_value(&r).unwrap(), body);
     }
 }
