@@ -103,18 +103,45 @@ impl Shared {
     }
 }
 
+/// What a `tools/call` comes to before it is routed (`Gateway::search_mode_call`).
+enum SearchModeCall {
+    /// The call of an exposed tool.
+    Exposed(CallToolRequestParams),
+    /// Answered by the gateway itself (`search_tools`).
+    Answered(CallToolResponse),
+}
+
 impl Gateway {
     pub(super) async fn serve_call_tool(
         &self,
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let req = match self.search_mode_call(req, &ctx)? {
+            SearchModeCall::Exposed(req) => req,
+            SearchModeCall::Answered(response) => return Ok(response),
+        };
+        // One await of a call: each await point would hold a call's future (about 10 KB) in
+        // this future, and the whole of it is copied when rmcp boxes the handler's future.
+        self.call_exposed(req, ctx).await
+    }
+
+    /// In search mode, what a `tools/call` comes to: `search_tools` answered here, `call_tool`
+    /// unwrapped into the call of the tool it names, a pinned tool called as it is. Every
+    /// call outside search mode is the exposed tool's.
+    fn search_mode_call(
+        &self,
+        req: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<SearchModeCall, McpError> {
         let ToolMode::Search { pinned } = &self.shared.tool_mode else {
-            return self.call_exposed(req, ctx).await;
+            return Ok(SearchModeCall::Exposed(req));
         };
         let args = req.arguments.clone().unwrap_or_default();
         match req.name.as_ref() {
-            SEARCH_TOOLS => Ok(CallToolResponse::Complete(self.search_tools(&args, &ctx)?)),
+            SEARCH_TOOLS => Ok(SearchModeCall::Answered(CallToolResponse::Complete(
+                self.search_tools(&args, ctx)?,
+            ))),
             CALL_TOOL => {
                 let Some(name) = args.get("name").and_then(Value::as_str) else {
                     return Err(McpError::invalid_params(
@@ -135,9 +162,9 @@ impl Gateway {
                 let mut inner = req;
                 inner.name = name.to_owned().into();
                 inner.arguments = Some(arguments);
-                self.call_exposed(inner, ctx).await
+                Ok(SearchModeCall::Exposed(inner))
             }
-            name if pinned.iter().any(|p| p == name) => self.call_exposed(req, ctx).await,
+            name if pinned.iter().any(|p| p == name) => Ok(SearchModeCall::Exposed(req)),
             name => Err(not_found("tool", name)),
         }
     }
@@ -321,10 +348,15 @@ impl Gateway {
             }
             match failure.error {
                 toolforge_mcp::CallError::InputRequired { result, .. } => {
-                    match self
-                        .input_required(&ctx, &key, (&id.server, &id.name), *result, &mut rounds)
-                        .await?
-                    {
+                    // Boxed: rare, and its future is most of this one's size inline.
+                    let asked = Box::pin(self.input_required(
+                        &ctx,
+                        &key,
+                        (&id.server, &id.name),
+                        *result,
+                        &mut rounds,
+                    ));
+                    match asked.await? {
                         NextRound::Relay(r) => return Ok(CallToolResponse::InputRequired(r)),
                         NextRound::Retry { responses, state } => {
                             req.input_responses = Some(responses);

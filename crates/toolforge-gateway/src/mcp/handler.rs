@@ -1,4 +1,9 @@
 //! The MCP surface: rmcp's `ServerHandler`, each request handed to the file of its concern.
+//!
+//! Each request's future is boxed here. rmcp boxes the future of its whole `handle_request`,
+//! which holds the future of whichever request it is inline, so it is the size of the largest
+//! (about 20 KB), and moving it into its box copies all of it for every request. Boxed here,
+//! each request copies only its own future.
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
@@ -63,7 +68,7 @@ impl ServerHandler for Gateway {
         req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.serve_list_tools(req, ctx).await
+        Box::pin(self.serve_list_tools(req, ctx)).await
     }
 
     async fn call_tool(
@@ -71,7 +76,7 @@ impl ServerHandler for Gateway {
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.serve_call_tool(req, ctx).await
+        Box::pin(self.serve_call_tool(req, ctx)).await
     }
 
     async fn list_resources(
@@ -79,7 +84,7 @@ impl ServerHandler for Gateway {
         req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        self.serve_list_resources(req, ctx).await
+        Box::pin(self.serve_list_resources(req, ctx)).await
     }
 
     async fn list_resource_templates(
@@ -87,7 +92,7 @@ impl ServerHandler for Gateway {
         req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        self.serve_list_resource_templates(req, ctx).await
+        Box::pin(self.serve_list_resource_templates(req, ctx)).await
     }
 
     async fn read_resource(
@@ -95,7 +100,7 @@ impl ServerHandler for Gateway {
         req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        self.serve_read_resource(req, ctx).await
+        Box::pin(self.serve_read_resource(req, ctx)).await
     }
 
     async fn subscribe(
@@ -103,7 +108,7 @@ impl ServerHandler for Gateway {
         req: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.serve_subscribe(req, ctx).await
+        Box::pin(self.serve_subscribe(req, ctx)).await
     }
 
     async fn unsubscribe(
@@ -111,7 +116,7 @@ impl ServerHandler for Gateway {
         req: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.serve_unsubscribe(req, _ctx).await
+        Box::pin(self.serve_unsubscribe(req, _ctx)).await
     }
 
     async fn list_prompts(
@@ -119,7 +124,7 @@ impl ServerHandler for Gateway {
         req: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        self.serve_list_prompts(req, ctx).await
+        Box::pin(self.serve_list_prompts(req, ctx)).await
     }
 
     async fn get_prompt(
@@ -127,7 +132,7 @@ impl ServerHandler for Gateway {
         req: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.serve_get_prompt(req, ctx).await
+        Box::pin(self.serve_get_prompt(req, ctx)).await
     }
 
     async fn complete(
@@ -135,7 +140,7 @@ impl ServerHandler for Gateway {
         req: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        self.serve_complete(req, ctx).await
+        Box::pin(self.serve_complete(req, ctx)).await
     }
 
     async fn set_level(
