@@ -254,8 +254,7 @@ mod tests {
                 json!({"content": [], "structuredContent": {"a": [KEY]}}),
             ),
         ] {
-            let clean: CallToolResult = serde_json::from_value(body).unwrap();
-            let mut r = clean.clone();
+            let mut r: CallToolResult = serde_json::from_value(body).unwrap();
             assert!(
                 result(settings(SecretAction::Block), &mut r).is_err(),
                 "{place}"
