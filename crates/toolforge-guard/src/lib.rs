@@ -20,5 +20,5 @@ pub use pin::{
     Admission, Admitter, FieldChange, Pin, Verdict, admit, canonical_json, diff, fingerprint,
 };
 pub use poison::{PoisonFinding, scan_tool};
-pub use secrets::{SecretFinding, redact_value, scan_text, scan_value};
+pub use secrets::{SecretFinding, redact_string, redact_value, scan_text, scan_value};
 pub use settings::{GuardSettings, PoisonAction, SecretAction};

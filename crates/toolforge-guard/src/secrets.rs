@@ -164,32 +164,32 @@ static WORDS: LazyLock<Regex> =
 /// Every secret in `text`, in order, without overlaps (the most specific format wins).
 #[must_use]
 pub fn scan_text(text: &str) -> Vec<SecretFinding> {
+    findings(text, ANY_PATTERN.matches(text).iter())
+}
+
+/// The secrets in `text` of the formats `patterns` (indexes into [`PATTERNS`], ascending), and
+/// its high-entropy tokens, in order, without overlaps.
+fn findings(text: &str, patterns: impl Iterator<Item = usize>) -> Vec<SecretFinding> {
     let mut found: Vec<SecretFinding> = Vec::new();
-    let overlaps = |found: &[SecretFinding], s: usize, e: usize| {
-        found.iter().any(|f| s < f.end && f.start < e)
-    };
-    // In the patterns' order (most specific first), as each is searched alone.
-    for index in ANY_PATTERN.matches(text).iter() {
-        let (kind, re) = &PATTERNS[index];
-        for m in re.find_iter(text) {
-            if !overlaps(&found, m.start(), m.end()) {
-                found.push(SecretFinding {
-                    kind,
-                    start: m.start(),
-                    end: m.end(),
-                });
-            }
+    let mut add = |kind: &'static str, m: regex::Match<'_>| {
+        if !found.iter().any(|f| m.start() < f.end && f.start < m.end()) {
+            found.push(SecretFinding {
+                kind,
+                start: m.start(),
+                end: m.end(),
+            });
         }
+    };
+    // In the patterns' order (most specific first).
+    for index in patterns {
+        let (kind, re) = &PATTERNS[index];
+        re.find_iter(text).for_each(|m| add(kind, m));
     }
     // A text shorter than a token cannot hold one: skip the search.
     let tokens = (text.len() >= TOKEN_MIN_BYTES).then(|| TOKEN.find_iter(text));
     for m in tokens.into_iter().flatten() {
-        if high_entropy(m.as_str()) && !overlaps(&found, m.start(), m.end()) {
-            found.push(SecretFinding {
-                kind: "high_entropy_token",
-                start: m.start(),
-                end: m.end(),
-            });
+        if high_entropy(m.as_str()) {
+            add("high_entropy_token", m);
         }
     }
     found.sort_by_key(|f| f.start);
@@ -221,6 +221,16 @@ fn redacted(text: &str, found: &[SecretFinding]) -> String {
     out
 }
 
+/// Redacts each secret in `text` in place (as [`redact_text`]); the kinds found. A text
+/// without secrets is left as it is, not copied.
+pub fn redact_string(text: &mut String) -> Vec<&'static str> {
+    let found = scan_text(text);
+    if !found.is_empty() {
+        *text = redacted(text, &found);
+    }
+    found.into_iter().map(|f| f.kind).collect()
+}
+
 /// The kinds of secret in every string (keys included) of `value`.
 #[must_use]
 pub fn scan_value(value: &Value) -> Vec<&'static str> {
@@ -249,13 +259,7 @@ fn walk(value: &Value, f: &mut impl FnMut(&str)) {
 pub fn redact_value(value: &mut Value) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     match value {
-        Value::String(s) => {
-            let found = scan_text(s);
-            if !found.is_empty() {
-                *s = redacted(s, &found);
-                kinds.extend(found.into_iter().map(|f| f.kind));
-            }
-        }
+        Value::String(s) => kinds.extend(redact_string(s)),
         Value::Array(a) => a.iter_mut().for_each(|v| kinds.extend(redact_value(v))),
         Value::Object(m) => m.values_mut().for_each(|v| kinds.extend(redact_value(v))),
         _ => {}
@@ -305,37 +309,6 @@ mod tests {
         assert_eq!(scan_text(token)[0].kind, "high_entropy_token");
     }
 
-    /// What `scan_text` found when it searched every pattern alone, in order.
-    fn scan_pattern_by_pattern(text: &str) -> Vec<SecretFinding> {
-        let mut found: Vec<SecretFinding> = Vec::new();
-        let overlaps = |found: &[SecretFinding], s: usize, e: usize| {
-            found.iter().any(|f| s < f.end && f.start < e)
-        };
-        for (kind, re) in PATTERNS.iter() {
-            for m in re.find_iter(text) {
-                if !overlaps(&found, m.start(), m.end()) {
-                    found.push(SecretFinding {
-                        kind,
-                        start: m.start(),
-                        end: m.end(),
-                    });
-                }
-            }
-        }
-        for m in TOKEN.find_iter(text) {
-            if high_entropy(m.as_str()) && !overlaps(&found, m.start(), m.end()) {
-                let kind = "high_entropy_token";
-                found.push(SecretFinding {
-                    kind,
-                    start: m.start(),
-                    end: m.end(),
-                });
-            }
-        }
-        found.sort_by_key(|f| f.start);
-        found
-    }
-
     #[test]
     fn the_pattern_set_finds_what_each_pattern_finds_alone() {
         let corpus: Vec<String> = include_str!("../tests/corpus/secrets.jsonl")
@@ -352,7 +325,7 @@ mod tests {
         let all = corpus.join(" password=");
         let short = ["", "sk-", "AKIA", "hello", "ghp_x"].map(str::to_owned);
         for text in corpus.iter().chain([&all]).chain(&short) {
-            assert_eq!(scan_text(text), scan_pattern_by_pattern(text), "{text}");
+            assert_eq!(scan_text(text), findings(text, 0..PATTERNS.len()), "{text}");
         }
         let kinds: std::collections::BTreeSet<_> = scan_text(&all).iter().map(|f| f.kind).collect();
         assert!(kinds.len() >= 15, "{kinds:?}");

@@ -6,7 +6,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ResourceContents};
 use serde_json::Value;
-use toolforge_guard::secrets::{redact_value, scan_text, scan_value};
+use toolforge_guard::secrets::{redact_string, redact_value, scan_text, scan_value};
 use toolforge_guard::{GuardSettings, SecretAction};
 
 /// Kinds found, each once, in order of first appearance.
@@ -54,97 +54,44 @@ pub(crate) fn arguments(
     }
 }
 
-/// The text parts of a serialized `CallToolResult`.
-fn texts_mut(result: &mut Value) -> Vec<&mut Value> {
-    let mut out = Vec::new();
-    let Value::Object(m) = result else {
-        return out;
-    };
-    let (content, structured): (Option<&mut Value>, Option<&mut Value>) = {
-        let mut content = None;
-        let mut structured = None;
-        for (k, v) in m.iter_mut() {
-            match k.as_str() {
-                "content" => content = Some(v),
-                "structuredContent" => structured = Some(v),
-                _ => {}
-            }
-        }
-        (content, structured)
-    };
-    if let Some(Value::Array(items)) = content {
-        for item in items {
-            let Value::Object(block) = item else { continue };
-            let kind = block
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            match kind {
-                "text" => {
-                    if let Some(t) = block.get_mut("text") {
-                        out.push(t);
-                    }
-                }
-                "resource" => {
-                    if let Some(Value::Object(res)) = block.get_mut("resource")
-                        && let Some(t) = res.get_mut("text")
-                    {
-                        out.push(t);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(s) = structured {
-        out.push(s);
-    }
-    out
-}
-
-/// The text of a content block the guard reads: text content and text resources.
-fn text_of(block: &ContentBlock) -> Option<&str> {
-    if let Some(text) = block.as_text() {
-        return Some(text.text.as_str());
-    }
-    match &block.as_resource()?.resource {
-        ResourceContents::TextResourceContents { text, .. } => Some(text.as_str()),
+/// The texts of a result's content the guard reads, in order: text content and text
+/// resources (never images, audio or blobs).
+fn content_texts(result: &mut CallToolResult) -> impl Iterator<Item = &mut String> {
+    result.content.iter_mut().filter_map(|block| match block {
+        ContentBlock::Text(text) => Some(&mut text.text),
+        ContentBlock::Resource(embedded) => match &mut embedded.resource {
+            ResourceContents::TextResourceContents { text, .. } => Some(text),
+            _ => None,
+        },
         _ => None,
-    }
-}
-
-/// Whether a text the guard reads in `result` holds a secret (the keys of its structured
-/// content included), read in place: most results hold none, and are then left as they are
-/// without the copy that redacting them takes.
-fn any_secret(result: &CallToolResult) -> bool {
-    result
-        .content
-        .iter()
-        .filter_map(text_of)
-        .any(|text| !scan_text(text).is_empty())
-        || result
-            .structured_content
-            .as_ref()
-            .is_some_and(|value| !scan_value(value).is_empty())
+    })
 }
 
 /// What the guard does to a result: `Err` (withhold) with the reason, or the note of what was
-/// redacted in place.
+/// redacted in place. The result is read where it is: one without secrets (most) is not
+/// copied.
 pub(crate) fn result(
     settings: GuardSettings,
     result: &mut CallToolResult,
 ) -> Result<Option<String>, String> {
-    if settings.secrets == SecretAction::Off || !any_secret(result) {
-        return Ok(None);
-    }
-    let Ok(mut value) = serde_json::to_value(&*result) else {
-        return Ok(None);
-    };
     let mut kinds = Vec::new();
-    for text in texts_mut(&mut value) {
-        match settings.secrets {
-            SecretAction::Block => kinds.extend(scan_value(text)),
-            _ => kinds.extend(redact_value(text)),
+    match settings.secrets {
+        SecretAction::Off => return Ok(None),
+        SecretAction::Block => {
+            for text in content_texts(result) {
+                kinds.extend(scan_text(text).into_iter().map(|f| f.kind));
+            }
+            if let Some(structured) = &result.structured_content {
+                kinds.extend(scan_value(structured));
+            }
+        }
+        SecretAction::Redact => {
+            for text in content_texts(result) {
+                kinds.extend(redact_string(text));
+            }
+            if let Some(structured) = &mut result.structured_content {
+                kinds.extend(redact_value(structured));
+            }
         }
     }
     let kinds = distinct(kinds);
@@ -157,16 +104,10 @@ pub(crate) fn result(
             kinds.join(", ")
         ));
     }
-    match serde_json::from_value(value) {
-        Ok(clean) => {
-            *result = clean;
-            Ok(Some(format!(
-                "redacted from the result: {}",
-                kinds.join(", ")
-            )))
-        }
-        Err(_) => Err("its result contains a secret that could not be redacted".to_owned()),
-    }
+    Ok(Some(format!(
+        "redacted from the result: {}",
+        kinds.join(", ")
+    )))
 }
 
 #[cfg(test)]
