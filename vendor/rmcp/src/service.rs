@@ -1,10 +1,10 @@
 use std::{borrow::Cow, sync::OnceLock};
 
-use futures::FutureExt;
 #[cfg(not(feature = "local"))]
 use futures::future::BoxFuture;
 #[cfg(feature = "local")]
 use futures::future::LocalBoxFuture;
+use futures::{FutureExt, StreamExt as _};
 use thiserror::Error;
 
 // ---------------------------------------------------------------------------
@@ -1474,8 +1474,14 @@ where
     let handle = spawn_service_task(async move {
         let mut transport = transport.into_transport();
         let mut batch_messages = initial_messages;
-        let mut send_task_set = tokio::task::JoinSet::<SendTaskResult>::new();
-        let mut response_send_tasks = tokio::task::JoinSet::<()>::new();
+        // Sends in flight, polled by this loop rather than spawned: a task per message cost a
+        // spawn, a wake of this loop when it ended and a join, on every request and response.
+        // A send only queues the message with the transport (its worker does the I/O), so it
+        // never waits on anything this loop must do first.
+        let mut send_task_set =
+            futures::stream::FuturesUnordered::<futures::future::BoxFuture<'static, SendTaskResult>>::new();
+        let mut response_send_tasks =
+            futures::stream::FuturesUnordered::<futures::future::BoxFuture<'static, ()>>::new();
         #[derive(Debug)]
         enum SendTaskResult {
             Request {
@@ -1494,7 +1500,7 @@ where
             PeerMessage(RxJsonRpcMessage<R>),
             ToSink(TxJsonRpcMessage<R>),
             SendTaskResult(SendTaskResult),
-            ResponseSendTaskResult(Result<(), tokio::task::JoinError>),
+            ResponseSent,
         }
 
         let quit_reason = loop {
@@ -1525,25 +1531,11 @@ where
                             continue
                         }
                     }
-                    m = send_task_set.join_next(), if !send_task_set.is_empty() => {
-                        let Some(result) = m else {
-                            continue
-                        };
-                        match result {
-                            Err(e) => {
-                                // join error, which is serious, we should quit.
-                                tracing::error!(%e, "send request task encounter a tokio join error");
-                                break QuitReason::JoinError(e)
-                            }
-                            Ok(result) => {
-                                Event::SendTaskResult(result)
-                            }
-                        }
+                    Some(result) = send_task_set.next(), if !send_task_set.is_empty() => {
+                        Event::SendTaskResult(result)
                     }
-                    result = response_send_tasks.join_next(), if !response_send_tasks.is_empty() => {
-                        Event::ResponseSendTaskResult(
-                            result.expect("non-empty response send task set")
-                        )
+                    Some(()) = response_send_tasks.next(), if !response_send_tasks.is_empty() => {
+                        Event::ResponseSent
                     }
                     _ = serve_loop_ct.cancelled() => {
                         tracing::info!("task cancelled");
@@ -1580,11 +1572,7 @@ where
                                 }));
                             }
                 }
-                Event::ResponseSendTaskResult(result) => {
-                    if let Err(error) = result {
-                        tracing::error!(%error, "response send task failed");
-                    }
-                }
+                Event::ResponseSent => {}
                 // response and error
                 Event::ToSink(m) => {
                     if let Some(id) = match &m {
@@ -1598,13 +1586,12 @@ where
                         };
                         ct.cancel();
                         let send = transport.send(m);
-                        let current_span = tracing::Span::current();
-                        response_send_tasks.spawn(async move {
+                        response_send_tasks.push(Box::pin(async move {
                             let send_result = send.await;
                             if let Err(error) = send_result {
                                 tracing::error!(%error, "fail to response message");
                             }
-                        }.instrument(current_span));
+                        }));
                     }
                 }
                 Event::ProxyMessage(PeerSinkMessage::Request {
@@ -1619,11 +1606,10 @@ where
                     let send = transport.send(JsonRpcMessage::request(request, id.clone()));
                     {
                         let id = id.clone();
-                        let current_span = tracing::Span::current();
-                        send_task_set.spawn(send.map(move |r| SendTaskResult::Request {
+                        send_task_set.push(Box::pin(send.map(move |r| SendTaskResult::Request {
                             id,
                             result: r.map_err(DynamicTransportError::new::<T, R>),
-                        }).instrument(current_span));
+                        })));
                     }
                 }
                 Event::ProxyMessage(PeerSinkMessage::Notification {
@@ -1640,12 +1626,11 @@ where
                         Err(notification) => notification,
                     };
                     let send = transport.send(JsonRpcMessage::notification(notification));
-                    let current_span = tracing::Span::current();
-                    send_task_set.spawn(send.map(move |result| SendTaskResult::Notification {
+                    send_task_set.push(Box::pin(send.map(move |result| SendTaskResult::Notification {
                         responder,
                         cancellation_param,
                         result: result.map_err(DynamicTransportError::new::<T, R>),
-                    }).instrument(current_span));
+                    })));
                 }
                 Event::PeerMessage(JsonRpcMessage::Request(JsonRpcRequest {
                     id,
@@ -1663,12 +1648,11 @@ where
                         // error since the request was never registered in
                         // local_ct_pool
                         let send = transport.send(JsonRpcMessage::error(error, Some(id)));
-                        let current_span = tracing::Span::current();
-                        response_send_tasks.spawn(async move {
+                        response_send_tasks.push(Box::pin(async move {
                             if let Err(error) = send.await {
                                 tracing::error!(%error, "fail to send rejection error");
                             }
-                        }.instrument(current_span));
+                        }));
                         continue;
                     }
                     {
@@ -1887,11 +1871,7 @@ where
             let drain_result = Box::pin(tokio::time::timeout(timeout_duration, async {
                 // First, wait for any response sends already dispatched by the
                 // main loop (these hold transport write futures).
-                while let Some(result) = response_send_tasks.join_next().await {
-                    if let Err(error) = result {
-                        tracing::error!(%error, "response send task failed during drain");
-                    }
-                }
+                while let Some(()) = response_send_tasks.next().await {}
                 // Then drain any handler responses still in the channel
                 // (handlers that finished after the loop broke).
                 while let Some(m) = sink_proxy_rx.recv().await {

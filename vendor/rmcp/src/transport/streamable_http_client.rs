@@ -40,6 +40,10 @@ use crate::{
 
 type BoxedSseStream = BoxStream<'static, Result<Sse, SseError>>;
 type SseTaskResult<E> = (Option<RequestId>, Result<(), StreamableHttpError<E>>);
+/// The worker's open event streams, polled by the worker itself: a task per stream cost a
+/// spawn and a hop from that task back to the worker for every message, on every call.
+/// Dropping one stops it.
+type SseStreams<E> = FuturesUnordered<BoxFuture<'static, SseTaskResult<E>>>;
 const SESSION_CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn build_request_headers(
@@ -1055,7 +1059,7 @@ impl<C: StreamableHttpClient> StreamableHttpClientWorker<C> {
     }
 
     fn spawn_common_stream(
-        streams: &mut tokio::task::JoinSet<SseTaskResult<C::Error>>,
+        streams: &mut SseStreams<C::Error>,
         client: C,
         session_id: Arc<str>,
         config: &StreamableHttpClientTransportConfig,
@@ -1070,7 +1074,7 @@ impl<C: StreamableHttpClient> StreamableHttpClientWorker<C> {
         let reconnect_auth_header = config.auth_header.clone();
         let max_sse_event_size = config.max_sse_event_size;
 
-        streams.spawn(async move {
+        streams.push(Box::pin(async move {
             let result = match client
                 .get_stream_with_max_sse_event_size(
                     uri,
@@ -1114,7 +1118,7 @@ impl<C: StreamableHttpClient> StreamableHttpClientWorker<C> {
                 }
             };
             (None, result)
-        });
+        }));
     }
 
     /// Performs a transparent re-initialization handshake after a session-expired 404.
@@ -1355,7 +1359,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                 result: Result<(), StreamableHttpError<C::Error>>,
             },
         }
-        let mut streams = tokio::task::JoinSet::new();
+        let mut streams = SseStreams::<C::Error>::new();
         let mut pending_stream_response_ids = HashSet::new();
         let mut request_stream_cancellations =
             HashMap::<RequestId, Arc<RequestCancellationRegistration>>::new();
@@ -1413,8 +1417,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                 };
                 match recovery {
                     Ok((new_session_id, new_version, new_headers)) => {
-                        streams.abort_all();
-                        while streams.join_next().await.is_some() {}
+                        streams.clear();
                         request_stream_cancellations.clear();
                         Self::drain_queued_stream_messages(
                             &mut sse_worker_rx,
@@ -1542,17 +1545,8 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                     };
                     Event::ServerMessage(message)
                 },
-                terminated_stream = streams.join_next(), if !streams.is_empty() => {
-                    match terminated_stream {
-                        Some(Ok((request_id, result))) => {
-                            Event::StreamResult { request_id, result }
-                        }
-                        Some(Err(error)) => Event::StreamResult {
-                            request_id: None,
-                            result: Err(StreamableHttpError::TokioJoinError(error)),
-                        },
-                        None => continue,
-                    }
+                Some((request_id, result)) = streams.next(), if !streams.is_empty() => {
+                    Event::StreamResult { request_id, result }
                 }
             };
             match event {
@@ -1854,7 +1848,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                                 Some(id) => InboundStreamOrigin::OutboundRequest(id.clone()),
                                 None => InboundStreamOrigin::Unassociated,
                             };
-                            streams.spawn(async move {
+                            streams.push(Box::pin(async move {
                                 let result = Self::run_response_stream(
                                     sse_stream,
                                     stream_tx,
@@ -1865,7 +1859,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                                 )
                                 .await;
                                 (stream_request_id, result)
-                            });
+                            }));
                             tracing::trace!("got new sse stream");
                             Ok(())
                         }
@@ -1947,7 +1941,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
         drop(control_posts);
         drop(pending_message);
         drop(recovery_posts);
-        streams.abort_all();
+        drop(streams);
 
         // Cleanup session before returning (ensures close() waits for session deletion)
         // Use a timeout to prevent indefinite hangs if the server is unresponsive

@@ -1,4 +1,4 @@
-use std::{borrow::Cow, collections::HashMap, sync::Arc};
+use std::{borrow::Cow, cell::RefCell, collections::HashMap, sync::Arc};
 
 use futures::stream::BoxStream;
 use http::{
@@ -30,6 +30,43 @@ impl From<reqwest::Error> for StreamableHttpError<reqwest::Error> {
 }
 
 const BODY_READ_FAILURE: &str = "<failed to read response body>";
+
+/// What a request accepts: both of the transport's media types.
+const ACCEPT_EVENT_STREAM_OR_JSON: &str = "text/event-stream, application/json";
+
+/// A request to `uri`, its URL parsed once per thread rather than on every request.
+///
+/// Given text, reqwest parses it into a URL for each request: about 5,700 instructions for
+/// `http://127.0.0.1:8000/mcp`, most of them the host's IDNA processing, on every message a
+/// client sends. A transport's URL does not change, so each thread keeps the last few it
+/// parsed and hands reqwest a copy. Text that does not parse goes to reqwest as it is, to fail
+/// with reqwest's own error.
+fn request_to(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    uri: &str,
+) -> reqwest::RequestBuilder {
+    const KEPT: usize = 8;
+    thread_local! {
+        static PARSED: RefCell<Vec<(Box<str>, reqwest::Url)>> = const { RefCell::new(Vec::new()) };
+    }
+    let parsed = PARSED.with(|cell| {
+        let mut parsed = cell.borrow_mut();
+        if let Some((_, url)) = parsed.iter().find(|(text, _)| **text == *uri) {
+            return Some(url.clone());
+        }
+        let url = reqwest::Url::parse(uri).ok()?;
+        if parsed.len() == KEPT {
+            parsed.remove(0);
+        }
+        parsed.push((uri.into(), url.clone()));
+        Some(url)
+    });
+    match parsed {
+        Some(url) => client.request(method, url),
+        None => client.request(method, uri),
+    }
+}
 
 fn truncated_read_failure(max_error_response_size: usize) -> String {
     BODY_READ_FAILURE[..BODY_READ_FAILURE.len().min(max_error_response_size)].to_owned()
@@ -123,9 +160,8 @@ impl StreamableHttpClient for reqwest::Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        let mut request_builder = self
-            .get(uri.as_ref())
-            .header(ACCEPT, [EVENT_STREAM_MIME_TYPE, JSON_MIME_TYPE].join(", "));
+        let mut request_builder = request_to(self, reqwest::Method::GET, &uri)
+            .header(ACCEPT, ACCEPT_EVENT_STREAM_OR_JSON);
         if let Some(session_id) = session_id {
             request_builder = request_builder.header(HEADER_SESSION_ID, session_id.as_ref());
         }
@@ -200,7 +236,7 @@ impl StreamableHttpClient for reqwest::Client {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        let mut request_builder = self.delete(uri.as_ref());
+        let mut request_builder = request_to(self, reqwest::Method::DELETE, &uri);
         if let Some(auth_header) = auth_token {
             request_builder = request_builder.bearer_auth(auth_header);
         }
@@ -268,9 +304,8 @@ impl StreamableHttpClient for reqwest::Client {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        let mut request = self
-            .post(uri.as_ref())
-            .header(ACCEPT, [EVENT_STREAM_MIME_TYPE, JSON_MIME_TYPE].join(", "));
+        let mut request = request_to(self, reqwest::Method::POST, &uri)
+            .header(ACCEPT, ACCEPT_EVENT_STREAM_OR_JSON);
         if let Some(auth_header) = auth_token {
             request = request.bearer_auth(auth_header);
         }
