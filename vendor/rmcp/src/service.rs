@@ -1,10 +1,8 @@
 use std::{borrow::Cow, sync::OnceLock};
 
-#[cfg(not(feature = "local"))]
-use futures::future::BoxFuture;
 #[cfg(feature = "local")]
 use futures::future::LocalBoxFuture;
-use futures::{FutureExt, StreamExt as _};
+use futures::{FutureExt, StreamExt as _, future::BoxFuture, stream::FuturesUnordered};
 use thiserror::Error;
 
 // ---------------------------------------------------------------------------
@@ -1476,12 +1474,10 @@ where
         let mut batch_messages = initial_messages;
         // Sends in flight, polled by this loop rather than spawned: a task per message cost a
         // spawn, a wake of this loop when it ended and a join, on every request and response.
-        // A send only queues the message with the transport (its worker does the I/O), so it
-        // never waits on anything this loop must do first.
-        let mut send_task_set =
-            futures::stream::FuturesUnordered::<futures::future::BoxFuture<'static, SendTaskResult>>::new();
-        let mut response_send_tasks =
-            futures::stream::FuturesUnordered::<futures::future::BoxFuture<'static, ()>>::new();
+        // Each is a branch of the `select!` below, so a send that waits (a worker's full queue,
+        // a full pipe) waits beside receiving, as its task did; the loop's body awaits no send.
+        let mut send_task_set = FuturesUnordered::<BoxFuture<'static, SendTaskResult>>::new();
+        let mut response_send_tasks = FuturesUnordered::<BoxFuture<'static, ()>>::new();
         #[derive(Debug)]
         enum SendTaskResult {
             Request {
