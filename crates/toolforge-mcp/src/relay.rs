@@ -21,7 +21,7 @@
 // fleet of real servers speaks 2025-11-25 and earlier, where they are required.
 #![allow(deprecated)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -161,7 +161,10 @@ enum Owner {
 
 pub(crate) struct RelayState {
     server: String,
-    in_flight: Mutex<Vec<InFlight>>,
+    /// The calls in flight, oldest first: ids are handed out in order and entries appended, so
+    /// the list stays sorted by id. A deque, because calls mostly end oldest first and its
+    /// `remove` moves the shorter side.
+    in_flight: Mutex<VecDeque<InFlight>>,
     progress: Mutex<HashMap<String, (Peer<RoleServer>, ProgressToken)>>,
     /// Progress that arrived before its call was registered (the request is sent before its
     /// token is known to us), replayed on registration. Bounded.
@@ -191,21 +194,20 @@ pub(crate) struct CallGuard {
 impl CallGuard {
     /// Records the id of the request sent to the backend for this call.
     pub(crate) fn sent(&self, outbound: RequestId) {
-        if let Some(f) = self
-            .state
-            .in_flight
-            .lock()
-            .iter_mut()
-            .find(|f| f.id == self.id)
-        {
-            f.outbound = Some(outbound);
+        let mut in_flight = self.state.in_flight.lock();
+        if let Ok(at) = in_flight.binary_search_by_key(&self.id, |f| f.id) {
+            in_flight[at].outbound = Some(outbound);
         }
     }
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.state.in_flight.lock().retain(|f| f.id != self.id);
+        let mut in_flight = self.state.in_flight.lock();
+        if let Ok(at) = in_flight.binary_search_by_key(&self.id, |f| f.id) {
+            in_flight.remove(at);
+        }
+        drop(in_flight);
         if let Some(t) = &self.token {
             self.state.progress.lock().remove(t);
             if let Ok(mut sent) = self.state.progress_sent.try_lock() {
@@ -239,7 +241,7 @@ impl Relay {
     ) -> Self {
         Self(Arc::new(RelayState {
             server: server.to_owned(),
-            in_flight: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(VecDeque::new()),
             progress: Mutex::new(HashMap::new()),
             orphans: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
@@ -252,14 +254,21 @@ impl Relay {
 
     /// Registers a call by `caller` (before the request is sent).
     pub(crate) fn register(&self, caller: Option<&Caller>) -> CallGuard {
-        let id = self.0.next.fetch_add(1, Ordering::Relaxed);
-        if let Some(caller) = caller {
-            self.0.in_flight.lock().push(InFlight {
-                id,
-                caller: caller.clone(),
-                outbound: None,
-            });
-        }
+        let id = match caller {
+            Some(caller) => {
+                let caller = caller.clone();
+                let mut in_flight = self.0.in_flight.lock();
+                // Taken under the lock, so that entries are appended in the order of their ids.
+                let id = self.0.next.fetch_add(1, Ordering::Relaxed);
+                in_flight.push_back(InFlight {
+                    id,
+                    caller,
+                    outbound: None,
+                });
+                id
+            }
+            None => self.0.next.fetch_add(1, Ordering::Relaxed),
+        };
         CallGuard {
             state: self.0.clone(),
             id,

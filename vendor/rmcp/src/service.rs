@@ -624,7 +624,7 @@ impl<R: ServiceRole> RequestHandle<R> {
                 Err(_) => {
                     let error = Err(ServiceError::Timeout { timeout });
                     // cancel this request
-                    self.send_timeout_cancel_notification(Self::REQUEST_TIMEOUT_REASON)
+                    Box::pin(self.send_timeout_cancel_notification(Self::REQUEST_TIMEOUT_REASON))
                         .await;
                     error
                 }
@@ -632,12 +632,15 @@ impl<R: ServiceRole> RequestHandle<R> {
             (None, None, _) => (&mut self.rx)
                 .await
                 .map_err(|_e| ServiceError::TransportClosed)?,
+            // Boxed, like the timeout's cancel notification above: both are rare and their
+            // futures (1.5 KB and 0.9 KB) would otherwise size this one for every request,
+            // and a caller copies it as it wraps it (a timeout, a `select!`).
             _ => {
-                self.await_response_with_progress_timeout(
+                Box::pin(self.await_response_with_progress_timeout(
                     timeout,
                     max_total_timeout,
                     reset_timeout_on_progress,
-                )
+                ))
                 .await
             }
         };

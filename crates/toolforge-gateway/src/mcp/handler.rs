@@ -148,7 +148,9 @@ impl ServerHandler for Gateway {
         req: SetLevelRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.shared.pool.set_level(req.level).await;
+        // Boxed like the others: unboxed, its future (5 KB) set the size of rmcp's future for
+        // every request, which is copied whole when the request's task is made.
+        Box::pin(self.shared.pool.set_level(req.level)).await;
         Ok(())
     }
 }

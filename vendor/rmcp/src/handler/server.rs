@@ -179,38 +179,46 @@ impl<H: ServerHandler> Service<RoleServer> for H {
                 if legacy_request {
                     Err(McpError::method_not_found::<SubscriptionsListenRequestMethod>())
                 } else {
-                    let requested = request.params.notifications;
-                    let Some(candidate) = self.accepted_subscription_filter(&requested) else {
-                        return Err(
-                            McpError::method_not_found::<SubscriptionsListenRequestMethod>(),
-                        );
-                    };
-                    let server_info = self.get_info();
-                    let advertised = requested.supported_by(&server_info.capabilities);
-                    let handler_accepted = requested.intersection(&candidate);
-                    let accepted = handler_accepted.intersection(&advertised);
-                    if accepted != handler_accepted {
-                        tracing::debug!(
-                            requested_resource_count = requested
-                                .resource_subscriptions
-                                .as_ref()
-                                .map_or(0, Vec::len),
-                            accepted_resource_count =
-                                accepted.resource_subscriptions.as_ref().map_or(0, Vec::len),
-                            "subscription filter reduced to advertised server capabilities"
-                        );
-                    }
-                    let server_implementation = server_info.server_info;
-                    let subscription_id = context.id.clone();
-                    let subscription =
-                        SubscriptionContext::establish(context, requested, accepted).await?;
-                    // The 2026-07-28 schema defines a final result for graceful
-                    // server teardown; explicit stdio cancellation remains a notification.
-                    self.listen(subscription).await.map(|()| {
-                        let mut result = SubscriptionsListenResult::complete(subscription_id);
-                        result.meta.set_server_info(server_implementation);
-                        ServerResult::SubscriptionsListenResult(result)
+                    // Boxed, as a future of its own: its state (the server's info, the
+                    // filters, the subscription being set up, about 1.7 KB) would otherwise
+                    // size this future for every request, and a request's future is copied
+                    // whole into its task. The outer `Err` is an early return, as before.
+                    let listened = Box::pin(async move {
+                        let requested = request.params.notifications;
+                        let Some(candidate) = self.accepted_subscription_filter(&requested) else {
+                            return Err(McpError::method_not_found::<
+                                SubscriptionsListenRequestMethod,
+                            >());
+                        };
+                        let server_info = self.get_info();
+                        let advertised = requested.supported_by(&server_info.capabilities);
+                        let handler_accepted = requested.intersection(&candidate);
+                        let accepted = handler_accepted.intersection(&advertised);
+                        if accepted != handler_accepted {
+                            tracing::debug!(
+                                requested_resource_count = requested
+                                    .resource_subscriptions
+                                    .as_ref()
+                                    .map_or(0, Vec::len),
+                                accepted_resource_count =
+                                    accepted.resource_subscriptions.as_ref().map_or(0, Vec::len),
+                                "subscription filter reduced to advertised server capabilities"
+                            );
+                        }
+                        let server_implementation = server_info.server_info;
+                        let subscription_id = context.id.clone();
+                        let subscription =
+                            SubscriptionContext::establish(context, requested, accepted).await?;
+                        // The 2026-07-28 schema defines a final result for graceful
+                        // server teardown; explicit stdio cancellation remains a notification.
+                        Ok(self.listen(subscription).await.map(|()| {
+                            let mut result = SubscriptionsListenResult::complete(subscription_id);
+                            result.meta.set_server_info(server_implementation);
+                            ServerResult::SubscriptionsListenResult(result)
+                        }))
                     })
+                    .await?;
+                    listened
                 }
             }
             ClientRequest::SubscribeRequest(request) => {

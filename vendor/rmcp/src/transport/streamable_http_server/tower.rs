@@ -2254,8 +2254,9 @@ where
                     .map_err(internal_error_response("check session"))?;
                 if !has_session {
                     // Attempt transparent cross-instance restore from external store.
-                    let restored = self
-                        .try_restore_from_store(&session_id, &part)
+                    // Boxed: rare, and its future (3.8 KB) would otherwise size this one,
+                    // which every POST builds and copies.
+                    let restored = Box::pin(self.try_restore_from_store(&session_id, &part))
                         .await
                         .map_err(internal_error_response("restore session"))?;
                     if !restored {
