@@ -95,7 +95,8 @@ async fn calls_to_an_http_backend_reuse_connections() {
 /// got.
 async fn redirecting_front(backend: String) -> (u16, Arc<AtomicUsize>) {
     use axum::body::Body;
-    use axum::http::{Request, Response, StatusCode, header};
+    use axum::http::{Request, Response, header};
+    use axum::response::Redirect;
     use axum::routing::any;
 
     let moved = Arc::new(AtomicUsize::new(0));
@@ -133,24 +134,12 @@ async fn redirecting_front(backend: String) -> (u16, Arc<AtomicUsize>) {
             "/moved",
             any(move || {
                 hits.fetch_add(1, Ordering::SeqCst);
-                async {
-                    Response::builder()
-                        .status(StatusCode::TEMPORARY_REDIRECT)
-                        .header(header::LOCATION, "/mcp")
-                        .body(Body::empty())
-                        .unwrap()
-                }
+                async { Redirect::temporary("/mcp") }
             }),
         )
         .route(
             "/away",
-            any(move || async move {
-                Response::builder()
-                    .status(StatusCode::TEMPORARY_REDIRECT)
-                    .header(header::LOCATION, format!("http://{backend}/mcp"))
-                    .body(Body::empty())
-                    .unwrap()
-            }),
+            any(move || async move { Redirect::temporary(&format!("http://{backend}/mcp")) }),
         );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
