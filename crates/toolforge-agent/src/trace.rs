@@ -120,7 +120,21 @@ pub use toolforge_guard::canonical_json;
 /// First 16 hex digits of SHA-256 over the canonical JSON of `arguments`.
 #[must_use]
 pub fn arguments_hash(arguments: &Value) -> String {
-    let digest = Sha256::digest(canonical_json(arguments).as_bytes());
+    short_hash(&canonical_json(arguments))
+}
+
+/// [`arguments_hash`] of a call's arguments object as MCP carries it (`None`: no arguments,
+/// hashed as `{}`), without copying it into a `Value`.
+#[must_use]
+pub fn object_arguments_hash(arguments: Option<&serde_json::Map<String, Value>>) -> String {
+    match arguments {
+        Some(object) => short_hash(&toolforge_guard::canonical_object_json(object)),
+        None => short_hash("{}"),
+    }
+}
+
+fn short_hash(canonical: &str) -> String {
+    let digest = Sha256::digest(canonical.as_bytes());
     hex::encode(&digest[..8])
 }
 
@@ -556,6 +570,16 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 16);
         assert_ne!(a, arguments_hash(&json!({"b": 2})));
+    }
+
+    #[test]
+    fn an_arguments_object_hashes_as_the_same_object_in_a_value() {
+        let value = json!({"b": 1, "a": {"y": [1, 2], "x": null}});
+        assert_eq!(
+            object_arguments_hash(value.as_object()),
+            arguments_hash(&value)
+        );
+        assert_eq!(object_arguments_hash(None), arguments_hash(&json!({})));
     }
 
     /// A disk with room for `room` bytes: a longer write stores what fits, then fails.

@@ -17,7 +17,8 @@ pub mod secrets;
 pub mod settings;
 
 pub use pin::{
-    Admission, Admitter, FieldChange, Pin, Verdict, admit, canonical_json, diff, fingerprint,
+    Admission, Admitter, FieldChange, Pin, Verdict, admit, canonical_json, canonical_object_json,
+    diff, fingerprint,
 };
 pub use poison::{PoisonFinding, scan_tool};
 pub use secrets::{SecretFinding, redact_string, redact_value, scan_text, scan_value};

@@ -35,6 +35,14 @@ pub fn canonical_json(value: &Value) -> String {
     serde_json::to_string(&Canonical(value)).unwrap_or_default()
 }
 
+/// `object` as canonical JSON, as [`canonical_json`] writes it as a `Value`: for a map held on
+/// its own (a call's arguments), without wrapping a copy of it in a `Value`.
+#[must_use]
+pub fn canonical_object_json(object: &Map<String, Value>) -> String {
+    // As above: writing a map of `Value`s cannot fail.
+    serde_json::to_string(&CanonicalObject(object)).unwrap_or_default()
+}
+
 /// A value that serialises with its object keys sorted at every level, read in place: a call's
 /// trace record hashes its arguments this way, without a sorted copy of them.
 struct Canonical<'a>(&'a Value);
@@ -42,18 +50,25 @@ struct Canonical<'a>(&'a Value);
 impl Serialize for Canonical<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.0 {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                let mut out = serializer.serialize_map(Some(entries.len()))?;
-                for (key, value) in entries {
-                    out.serialize_entry(key, &Canonical(value))?;
-                }
-                out.end()
-            }
+            Value::Object(map) => CanonicalObject(map).serialize(serializer),
             Value::Array(items) => serializer.collect_seq(items.iter().map(Canonical)),
             other => other.serialize(serializer),
         }
+    }
+}
+
+/// An object of [`Canonical`] values, its keys sorted.
+struct CanonicalObject<'a>(&'a Map<String, Value>);
+
+impl Serialize for CanonicalObject<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut entries: Vec<(&String, &Value)> = self.0.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut out = serializer.serialize_map(Some(entries.len()))?;
+        for (key, value) in entries {
+            out.serialize_entry(key, &Canonical(value))?;
+        }
+        out.end()
     }
 }
 
@@ -261,6 +276,16 @@ fn walk(path: &str, before: &Value, after: &Value, out: &mut Vec<FieldChange>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_object_on_its_own_is_written_as_the_same_object_in_a_value() {
+        let value = json!({"b": [{"z": 1, "a": {"d": null, "c": 1.5}}], "a": "x", "": 0});
+        let Value::Object(object) = &value else {
+            unreachable!()
+        };
+        assert_eq!(canonical_object_json(object), canonical_json(&value));
+        assert_eq!(canonical_object_json(&Map::new()), "{}");
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_level_without_whitespace() {

@@ -879,13 +879,13 @@ impl<'de> Deserialize<'de> for JsonRpcMessageShape {
                 A: serde::de::MapAccess<'de>,
             {
                 let (mut method, mut id, mut result, mut error) = (false, false, false, false);
-                while let Some(key) = map.next_key::<String>()? {
-                    match key.as_str() {
-                        "method" => method = true,
-                        "id" => id = true,
-                        "result" => result = true,
-                        "error" => error = true,
-                        _ => {}
+                while let Some(key) = map.next_key::<EnvelopeKey>()? {
+                    match key {
+                        EnvelopeKey::Method => method = true,
+                        EnvelopeKey::Id => id = true,
+                        EnvelopeKey::Result => result = true,
+                        EnvelopeKey::Error => error = true,
+                        EnvelopeKey::Other => {}
                     }
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -894,6 +894,44 @@ impl<'de> Deserialize<'de> for JsonRpcMessageShape {
         }
 
         deserializer.deserialize_map(ShapeVisitor)
+    }
+}
+
+/// A key of a message's object, as far as its shape goes; read without allocating.
+enum EnvelopeKey {
+    Method,
+    Id,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for EnvelopeKey {
+    fn deserialize<D>(deserializer: D) -> Result<Self, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        struct KeyVisitor;
+
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = EnvelopeKey;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
+                Ok(match key {
+                    "method" => EnvelopeKey::Method,
+                    "id" => EnvelopeKey::Id,
+                    "result" => EnvelopeKey::Result,
+                    "error" => EnvelopeKey::Error,
+                    _ => EnvelopeKey::Other,
+                })
+            }
+        }
+
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -991,6 +1029,34 @@ where
             Message::Notification(checked) => Ok(Self::Notification(checked.message)),
             Message::Error(checked) => Ok(Self::Error(checked.message)),
         }
+    }
+}
+
+impl<Req, Resp, Noti> JsonRpcMessage<Req, Resp, Noti>
+where
+    Req: serde::de::DeserializeOwned,
+    Resp: serde::de::DeserializeOwned,
+    Noti: serde::de::DeserializeOwned,
+{
+    /// One message from its JSON text: what `serde_json::from_slice` gives, value and error,
+    /// in one pass over the keys and one over the message.
+    ///
+    /// The derived path buffers the whole message, then tries each shape in turn through two
+    /// flattened layers, each of which buffers the fields again. Here the keys are read first
+    /// (`JsonRpcMessageShape`, as the derived path checks them), and the one shape they allow is
+    /// parsed straight from the text. A message that does not parse that way is parsed again
+    /// the derived way, so that an error is the one it has always been.
+    pub fn from_json_slice(bytes: &[u8]) -> serde_json::Result<Self> {
+        let direct = match serde_json::from_slice::<JsonRpcMessageShape>(bytes) {
+            Ok(JsonRpcMessageShape::Request) => serde_json::from_slice(bytes).map(Self::Request),
+            Ok(JsonRpcMessageShape::Response) => serde_json::from_slice(bytes).map(Self::Response),
+            Ok(JsonRpcMessageShape::Notification) => {
+                serde_json::from_slice(bytes).map(Self::Notification)
+            }
+            Ok(JsonRpcMessageShape::Error) => serde_json::from_slice(bytes).map(Self::Error),
+            Err(e) => Err(e),
+        };
+        direct.or_else(|_| serde_json::from_slice(bytes))
     }
 }
 

@@ -179,7 +179,8 @@ impl Gateway {
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
         let name = req.name.to_string();
-        let arguments = Value::Object(req.arguments.clone().unwrap_or_default());
+        // Hashed now: the arguments as the client sent them, read in place.
+        let arguments_hash = toolforge_agent::trace::object_arguments_hash(req.arguments.as_ref());
         let mut trail = Trail::default();
         let span = crate::spans::mcp_span(&ctx, &name);
         let outcome = self
@@ -194,7 +195,7 @@ impl Gateway {
             self.session,
             step,
             &name,
-            &arguments,
+            arguments_hash,
             started,
             trail,
             &outcome,

@@ -6,10 +6,7 @@ use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::CallToolResponse;
-use serde_json::Value;
-use toolforge_agent::trace::{
-    ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, arguments_hash, timestamp_now,
-};
+use toolforge_agent::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, timestamp_now};
 
 /// What a call came to, filled in as it goes.
 #[derive(Debug, Default)]
@@ -48,13 +45,14 @@ fn failure(outcome: &Result<CallToolResponse, McpError>) -> Option<String> {
     }
 }
 
-/// The trace record of one gateway call named `name` with `arguments`.
+/// The trace record of one gateway call named `name`, its arguments hashed as `arguments_hash`
+/// (`toolforge_agent::trace::object_arguments_hash`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn record(
     session: u64,
     step: u32,
     name: &str,
-    arguments: &Value,
+    arguments_hash: String,
     started: Instant,
     trail: Trail,
     outcome: &Result<CallToolResponse, McpError>,
@@ -74,7 +72,7 @@ pub(super) fn record(
         step,
         server: trail.server,
         tool: trail.tool.unwrap_or_else(|| name.to_owned()),
-        arguments_hash: arguments_hash(arguments),
+        arguments_hash,
         arguments: None,
         latency_ms: (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0,
         success,

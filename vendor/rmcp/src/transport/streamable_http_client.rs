@@ -361,7 +361,7 @@ impl StreamableHttpPostResponse {
                         continue;
                     }
 
-                    let message: ServerJsonRpcMessage = serde_json::from_str(&payload)?;
+                    let message = ServerJsonRpcMessage::from_json_slice(payload.as_bytes())?;
 
                     if matches!(
                         message,

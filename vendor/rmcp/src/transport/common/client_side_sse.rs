@@ -431,7 +431,7 @@ where
                                 }
                             }
                             if let Some(data) = sse.data {
-                                match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
+                                match ServerJsonRpcMessage::from_json_slice(data.as_bytes()) {
                                     Err(e) => {
                                         // Downgrade to debug to avoid noisy logs when servers emit
                                         // non-JSON payloads as message frames. Include last_event_id

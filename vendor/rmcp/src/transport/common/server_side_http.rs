@@ -253,7 +253,7 @@ where
         }
     }
 
-    match serde_json::from_slice::<ClientJsonRpcMessage>(&collected) {
+    match ClientJsonRpcMessage::from_json_slice(&collected) {
         Ok(message) => Ok(message),
         Err(e) => {
             let response = Response::builder()

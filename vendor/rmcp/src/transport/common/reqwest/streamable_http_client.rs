@@ -515,7 +515,7 @@ impl StreamableHttpClient for reqwest::Client {
                     limits.max_json_response_size,
                 )
                 .await?;
-                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                match ServerJsonRpcMessage::from_json_slice(&body) {
                     Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session_id)),
                     Err(e) if awaits_no_response => {
                         tracing::warn!(

@@ -1,0 +1,142 @@
+//! The vendored rmcp's transports parse each JSON-RPC message with
+//! `JsonRpcMessage::from_json_slice`: the envelope's keys first, then the one shape they allow
+//! straight from the text (`vendor/rmcp/PATCHED.md`). These tests hold it to the derived
+//! `Deserialize` every other caller uses: both parse the same texts, whole messages of each shape
+//! and ones with a key taken out, a key of another shape put in, a key repeated or escaped, or
+//! trailing text; they must give the same message, or the same error.
+
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use serde_json::{Value, json};
+
+/// Each message, then each with one key taken out, with each key of `foreign` added, and
+/// wrapped in an array.
+fn variations(messages: &[Value], foreign: &Value) -> Vec<String> {
+    let mut all = Vec::new();
+    for message in messages {
+        all.push(message.to_string());
+        all.push(json!([message]).to_string());
+        let Value::Object(object) = message else {
+            continue;
+        };
+        for key in object.keys() {
+            let mut less = object.clone();
+            less.remove(key);
+            all.push(Value::Object(less).to_string());
+        }
+        for (key, extra) in foreign.as_object().into_iter().flatten() {
+            let mut more = object.clone();
+            more.insert(key.clone(), extra.clone());
+            all.push(Value::Object(more).to_string());
+        }
+    }
+    all.extend(["null", "7", "[]", "{}", "", "{", "not json"].map(str::to_owned));
+    all
+}
+
+/// Texts a JSON value cannot print: a key twice, a key spelled with an escape, text after the
+/// message, a byte that is not UTF-8.
+fn hand_written() -> Vec<String> {
+    [
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{"content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"met\u0068od":"ping"}"#,
+        r#"{"jsonrpc":"2.0","\u0069d":1,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"} trailing"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0"}"#,
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\u{e9}\"}",
+        r#"  {"jsonrpc":"2.0","method":"notifications/initialized"}  "#,
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .chain([
+        String::from_utf8_lossy(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}").into_owned(),
+    ])
+    .collect()
+}
+
+/// Parses every text both ways; returns how many parsed to a message (so a test can tell it
+/// checked more than errors).
+fn agree<M>(texts: &[String], fast: impl Fn(&[u8]) -> serde_json::Result<M>) -> usize
+where
+    M: std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut parsed = 0;
+    for text in texts {
+        let fast = fast(text.as_bytes()).map(|m| format!("{m:?}"));
+        let derived = serde_json::from_slice::<M>(text.as_bytes()).map(|m| format!("{m:?}"));
+        match (&fast, &derived) {
+            (Ok(fast), Ok(derived)) => {
+                assert_eq!(fast, derived, "{text}");
+                parsed += 1;
+            }
+            (Err(fast), Err(derived)) => {
+                assert_eq!(fast.to_string(), derived.to_string(), "{text}")
+            }
+            _ => panic!("{text}: from_json_slice gave {fast:?}, the derived parse {derived:?}"),
+        }
+    }
+    parsed
+}
+
+fn client_messages() -> Vec<Value> {
+    vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}),
+        json!({"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "echo", "_meta": {"progressToken": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "x/custom", "params": {"a": 1}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 6, "result": {"roots": [{"uri": "file:///r"}]}}),
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "no"}}),
+        json!({"jsonrpc": "2.0", "error": {"code": -32700, "message": "parse"}}),
+        json!({"jsonrpc": "1.0", "id": 8, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": null, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": 9, "method": 5}),
+    ]
+}
+
+fn server_messages() -> Vec<Value> {
+    vec![
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}], "isError": false}}),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}}),
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {"resultType": "input_required", "inputRequests": {}, "requestState": "s"}}),
+        json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 6, "error": {"code": -32602, "message": "bad", "data": {"k": 1}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "d"}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 0.5}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "roots/list"}),
+        json!({"jsonrpc": "2.0", "id": 9, "result": 5}),
+    ]
+}
+
+/// Keys of every other shape, each put into every message.
+fn foreign() -> Value {
+    json!({"id": 10, "method": "ping", "result": {}, "error": {"code": 1, "message": "m"}, "params": {}, "jsonrpc": "2.0"})
+}
+
+/// Every variation of `messages`, and the hand-written texts, parsed both ways; most of them
+/// must parse.
+fn agree_on<M>(messages: &[Value], fast: impl Fn(&[u8]) -> serde_json::Result<M>)
+where
+    M: std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut texts = variations(messages, &foreign());
+    texts.extend(hand_written());
+    let parsed = agree(&texts, fast);
+    assert!(parsed > texts.len() / 3, "{parsed} of {}", texts.len());
+}
+
+#[test]
+fn client_messages_parse_as_the_derived_deserialize_does() {
+    agree_on(&client_messages(), ClientJsonRpcMessage::from_json_slice);
+}
+
+#[test]
+fn server_messages_parse_as_the_derived_deserialize_does() {
+    agree_on(&server_messages(), ServerJsonRpcMessage::from_json_slice);
+}
