@@ -115,20 +115,114 @@ pub(crate) fn peek(bytes: &[u8], modern: bool) -> Option<Peeked> {
 /// as the full check, read from the body's text).
 fn params_valid(method: &str, params: Option<&RawValue>, modern: bool) -> bool {
     use rmcp::model::{
-        CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
-        SubscribeRequestParams, UnsubscribeRequestParams,
+        GetPromptRequestParams, ReadResourceRequestParams, SubscribeRequestParams,
+        UnsubscribeRequestParams,
     };
-    fn parses<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> bool {
+    fn parses<'a, T: Deserialize<'a>>(params: Option<&'a RawValue>) -> bool {
         serde_json::from_str::<T>(params.map_or("{}", RawValue::get)).is_ok()
     }
     match method {
-        "tools/call" => parses::<CallToolRequestParams>(params),
+        "tools/call" => parses::<CallShape<'_>>(params),
         "resources/read" => parses::<ReadResourceRequestParams>(params),
         "resources/subscribe" | "resources/unsubscribe" if modern => true,
         "resources/subscribe" => parses::<SubscribeRequestParams>(params),
         "resources/unsubscribe" => parses::<UnsubscribeRequestParams>(params),
         "prompts/get" => parses::<GetPromptRequestParams>(params),
         _ => true,
+    }
+}
+
+/// `tools/call` parameters checked as rmcp's `CallToolRequestParams` reads them, field by field
+/// with the same types, but for the arguments, which are only read through, not kept: the call's
+/// arguments can be large, and rmcp builds its own map of them next. What this accepts, rmcp's
+/// type accepts (it may refuse more, a repeated field say; the full check then decides).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // read only to check them
+struct CallShape<'a> {
+    #[serde(rename = "_meta", default)]
+    meta: Option<rmcp::model::RequestMetaObject>,
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+    arguments: Option<AnyObject>,
+    input_responses: Option<rmcp::model::InputResponses>,
+    request_state: Option<String>,
+}
+
+/// A JSON object of any values, as a `serde_json::Map` accepts one (numbers in range), kept as
+/// nothing.
+struct AnyObject;
+
+impl<'de> Deserialize<'de> for AnyObject {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(AnyJson).map(|()| AnyObject)
+    }
+}
+
+/// Any JSON value, read in full as `serde_json::Value` reads one, and dropped.
+#[derive(Clone, Copy)]
+struct AnyJson;
+
+impl<'de> serde::de::DeserializeSeed<'de> for AnyJson {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AnyJson {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(AnyKey)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+}
+
+/// An object's key, as a `serde_json::Map` reads one (a string), dropped.
+struct AnyKey;
+
+impl<'de> serde::de::DeserializeSeed<'de> for AnyKey {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(AnyJson)
     }
 }
 
@@ -154,6 +248,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":-3,"method":"ping","extra":[1,2,{"x":null}]}"#,
             r#" { "jsonrpc" : "2.0" , "id" : 0 , "method" : "initialize" , "params" : {} } "#,
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a:b"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"e\u0063ho","arguments":{"a":[1,-2,3.5e10,true,null,{"b":"\"q\""}],"":{},"c":[]},"_meta":{"progressToken":"t"}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":null,"requestState":"s","inputResponses":{"k":{"action":"accept"}}}}"#,
         ];
         for body in bodies {
             for modern in [false, true] {
@@ -195,6 +291,21 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":5}}"#,
         ];
         for body in bodies {
+            assert!(peek(body.as_bytes(), false).is_none(), "{body}");
+        }
+        // Call parameters rmcp refuses are never vouched for: the arguments are read through
+        // in full, though not kept.
+        let refused = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{"x":1e400}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","arguments":{"x":[-1e999]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","_meta":7}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"e","requestState":1}}"#,
+        ];
+        for body in refused {
+            assert!(full(body, false).is_none(), "the full check takes {body}");
             assert!(peek(body.as_bytes(), false).is_none(), "{body}");
         }
         // The full check still accepts a valid message the fast path leaves to it.
