@@ -106,11 +106,40 @@ pub fn line_hash(line: &[u8]) -> String {
 /// The current time as `2026-05-14T09:15:04.382Z`.
 #[must_use]
 pub fn timestamp_now() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    now.format(&fmt).unwrap_or_default()
+    timestamp(time::OffsetDateTime::now_utc())
+}
+
+/// `at` (in UTC) as `2026-05-14T09:15:04.382Z`. Every call's trace record has one, so the
+/// digits are written directly: `time`'s general formatter, which reads its description item by
+/// item, was 0.5 % of the gateway's CPU under `tools/call` load.
+fn timestamp(at: time::OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    let year = at.year();
+    let Ok(year) = u16::try_from(year) else {
+        // Before year 0: a sign and more digits, left to `time`.
+        return at
+            .format(time::macros::format_description!(
+                "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+            ))
+            .unwrap_or_default();
+    };
+    let mut text = String::with_capacity(24);
+    let mut digits = |value: u32, width: u32, after: char| {
+        for place in (0..width).rev() {
+            let digit = (value / 10_u32.pow(place)) % 10;
+            text.push(char::from(b'0' + digit as u8));
+        }
+        text.push(after);
+    };
+    // `time` keeps years within ±9999: four digits.
+    digits(u32::from(year), 4, '-');
+    digits(u32::from(u8::from(at.month())), 2, '-');
+    digits(u32::from(at.day()), 2, 'T');
+    digits(u32::from(at.hour()), 2, ':');
+    digits(u32::from(at.minute()), 2, ':');
+    digits(u32::from(at.second()), 2, '.');
+    digits(u32::from(at.millisecond()), 3, 'Z');
+    text
 }
 
 /// `value` as canonical JSON (object keys sorted at every level, no whitespace): the same
@@ -135,7 +164,12 @@ pub fn object_arguments_hash(arguments: Option<&serde_json::Map<String, Value>>)
 
 fn short_hash(canonical: &str) -> String {
     let digest = Sha256::digest(canonical.as_bytes());
-    hex::encode(&digest[..8])
+    let mut text = [0_u8; 16];
+    // Sixteen digits for eight bytes: the slice is exactly the size `encode_to_slice` needs.
+    if hex::encode_to_slice(&digest[..8], &mut text).is_err() {
+        return hex::encode(&digest[..8]);
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 enum Command {
@@ -580,6 +614,33 @@ mod tests {
             arguments_hash(&value)
         );
         assert_eq!(object_arguments_hash(None), arguments_hash(&json!({})));
+        // SHA-256 of `{}` begins 44136fa3 55b3678a: lowercase hex of the first eight bytes.
+        assert_eq!(object_arguments_hash(None), "44136fa355b3678a");
+    }
+
+    #[test]
+    fn timestamps_read_as_times_formatter_writes_them() {
+        let general = time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        );
+        let instants = [
+            time::macros::datetime!(2026-05-14 09:15:04.382 UTC),
+            time::macros::datetime!(2026-12-31 23:59:59.999_999 UTC),
+            time::macros::datetime!(0001-01-01 00:00:00.000_999 UTC),
+            time::macros::datetime!(9999-10-09 01:02:03.04 UTC),
+            time::macros::datetime!(2026-05-14 09:15:04.382 +02:00),
+        ];
+        for at in instants {
+            let utc = at.to_offset(time::UtcOffset::UTC);
+            assert_eq!(timestamp(at), utc.format(general).unwrap(), "{at}");
+        }
+        assert_eq!(
+            timestamp(time::macros::datetime!(2026-05-14 09:15:04.382 +02:00)),
+            "2026-05-14T07:15:04.382Z"
+        );
+        // Before year 0 `time` writes the sign.
+        let ancient = time::macros::datetime!(-0044-03-15 12:00:00 UTC);
+        assert_eq!(timestamp(ancient), ancient.format(general).unwrap());
     }
 
     /// A disk with room for `room` bytes: a longer write stores what fits, then fails.

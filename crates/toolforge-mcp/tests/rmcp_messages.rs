@@ -140,3 +140,88 @@ fn client_messages_parse_as_the_derived_deserialize_does() {
 fn server_messages_parse_as_the_derived_deserialize_does() {
     agree_on(&server_messages(), ServerJsonRpcMessage::from_json_slice);
 }
+
+/// A request's `params` are read in one pass (`vendor/rmcp/src/model/params_with_meta.rs`): its
+/// `_meta` goes to the request's extensions, every other field to the parameters, as the
+/// derived parse (`_meta` beside a flattened field) did.
+#[test]
+fn call_parameters_keep_meta_apart_from_the_arguments() {
+    use rmcp::model::{CallToolRequest, ClientRequest, RequestMetaObject};
+
+    let text = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "echo",
+        "_meta": {"progressToken": 7, "k": "v"},
+        "arguments": {"z": 1, "a": [1, {"b": null}], "_meta": "an argument"},
+    }})
+    .to_string();
+    let message = ClientJsonRpcMessage::from_json_slice(text.as_bytes()).expect("a request");
+    let Some((ClientRequest::CallToolRequest(call), _)) = message.into_request() else {
+        panic!("not a tools/call");
+    };
+    assert_eq!(call.params.name, "echo");
+    // The arguments whole, in their order, their own `_meta` key too; the request's is apart.
+    assert_eq!(
+        serde_json::to_string(&call.params.arguments).unwrap(),
+        r#"{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}"#
+    );
+    assert_eq!(call.params.meta, None);
+    let meta = call
+        .extensions
+        .get::<RequestMetaObject>()
+        .expect("_meta kept");
+    assert_eq!(
+        serde_json::to_value(meta).unwrap(),
+        json!({"progressToken": 7, "k": "v"})
+    );
+
+    let typed = |params: Value| {
+        serde_json::from_value::<CallToolRequest>(json!({"method": "tools/call", "params": params}))
+    };
+    let no_meta = typed(json!({"name": "echo", "_meta": null})).expect("null _meta");
+    assert!(no_meta.extensions.get::<RequestMetaObject>().is_none());
+    // What the derived parse refused, refused: `_meta` not a map, params not a map (a derived
+    // struct alone would read an array by position), a field of the wrong type.
+    let refused = [
+        json!({"name": "echo", "_meta": "m"}),
+        json!(["echo", {}]),
+        json!("echo"),
+        json!({"name": 5}),
+        json!({"arguments": {}}),
+    ];
+    for params in refused {
+        assert!(typed(params.clone()).is_err(), "{params}");
+    }
+    // `_meta` twice in the text, as the derived parse said.
+    let twice = r#"{"method":"tools/call","params":{"name":"e","_meta":{},"_meta":{}}}"#;
+    let error = serde_json::from_str::<CallToolRequest>(twice).unwrap_err();
+    assert!(
+        error.to_string().contains("duplicate field `_meta`"),
+        "{error}"
+    );
+}
+
+/// A notification's `params` the same way: `_meta` to its extensions, absent `params` read as
+/// an empty map.
+#[test]
+fn notification_parameters_keep_meta_apart() {
+    use rmcp::model::{NotificationMetaObject, ServerNotification};
+
+    let text = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+        "progressToken": "t", "progress": 0.5, "_meta": {"k": 1},
+    }})
+    .to_string();
+    let message = ServerJsonRpcMessage::from_json_slice(text.as_bytes()).expect("a notification");
+    let Some(ServerNotification::ProgressNotification(progress)) = message.into_notification()
+    else {
+        panic!("not a progress notification");
+    };
+    assert_eq!(progress.params.progress, 0.5);
+    let meta = progress
+        .extensions
+        .get::<NotificationMetaObject>()
+        .expect("_meta kept");
+    assert_eq!(serde_json::to_value(meta).unwrap(), json!({"k": 1}));
+
+    let bare = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+    assert!(ServerJsonRpcMessage::from_json_slice(bare.as_bytes()).is_ok());
+}

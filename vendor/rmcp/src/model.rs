@@ -13,6 +13,7 @@ mod elicitation_schema;
 mod extension;
 mod meta;
 mod mrtr;
+mod params_with_meta;
 mod prompt;
 #[cfg(feature = "request-state")]
 mod request_state;

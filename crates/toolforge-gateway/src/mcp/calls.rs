@@ -35,11 +35,31 @@ pub(super) enum NextRound {
     },
 }
 
-/// Where a call goes, and the selector's reason.
+/// Where a call goes, the selector's reason, and what the request may see and do (the scope
+/// it was routed in, which also decides its admission).
 struct Routed {
     id: ToolId,
     rule: &'static str,
     alternatives: Vec<String>,
+    scope: Scope,
+}
+
+/// The selector's decision before it is paired with its scope.
+struct Route {
+    id: ToolId,
+    rule: &'static str,
+    alternatives: Vec<String>,
+}
+
+impl Route {
+    fn within(self, scope: Scope) -> Routed {
+        Routed {
+            id: self.id,
+            rule: self.rule,
+            alternatives: self.alternatives,
+            scope,
+        }
+    }
 }
 
 impl Shared {
@@ -53,10 +73,10 @@ impl Shared {
         arguments: Option<&serde_json::Map<String, Value>>,
         prompt: &str,
         history: &Mutex<Vec<ToolId>>,
-    ) -> Option<Routed> {
+    ) -> Option<Route> {
         let presentation = self.presentation();
         match presentation.resolve(name)? {
-            Resolved::Direct(id) => scope.allows(&id).then_some(Routed {
+            Resolved::Direct(id) => scope.allows(&id).then_some(Route {
                 id,
                 rule: "single-candidate",
                 alternatives: Vec::new(),
@@ -93,7 +113,7 @@ impl Shared {
                     session: &session,
                     prompt_vector: prompt_vector.as_deref(),
                 })?;
-                Some(Routed {
+                Some(Route {
                     id: decision.chosen,
                     rule: decision.rule,
                     alternatives: decision.alternatives,
@@ -248,7 +268,7 @@ impl Gateway {
         trail.rule = Some(routed.rule.to_owned());
         trail.alternatives.clone_from(&routed.alternatives);
         // Policy, then limits: a refused call never reaches the server.
-        let scope = self.scope(&ctx);
+        let scope = &routed.scope;
         trail.principal = scope.principal.to_string();
         // A parked call's retry is not a new call: it was admitted when it was made.
         let admitted = match parked {
@@ -447,36 +467,38 @@ impl Gateway {
             .get(PROMPT_META_KEY)
             .and_then(Value::as_str)
             .unwrap_or_default();
+        // The scope follows the catalog: taken again after each wait for a new one.
         let route = || {
-            self.shared.route_tool(
-                &self.scope(ctx),
-                name,
-                req.arguments.as_ref(),
-                prompt,
-                &self.history,
-            )
+            let scope = self.scope(ctx);
+            let route =
+                self.shared
+                    .route_tool(&scope, name, req.arguments.as_ref(), prompt, &self.history);
+            (route, scope)
         };
-        let mut routed = route();
+        let (mut routed, mut scope) = route();
         if routed.is_none() && self.shared.pool.starting() {
             // The tool may belong to a server that is still starting.
             self.shared.pool.settled(START_WAIT_FOR_CALL).await;
-            routed = route();
+            (routed, scope) = route();
         }
         if routed.is_none() && self.shared.pool.refresh_for_unknown_tool(name).await {
             // A server added the tool without `list_changed`: route over its new list (the
             // presentation follows the pool's catalog at once; sessions hear list_changed).
-            routed = route();
+            (routed, scope) = route();
         }
         if routed.is_none()
             && let Some(e) = self.shared.pool.quarantine_error(name)
         {
             // Held back until approved: say so (and how to approve), unless the request's
             // visibility is narrowed (then the tool stays as unknown as any hidden one).
-            if self.scope(ctx).unrestricted() {
+            if scope.unrestricted() {
                 return Err(McpError::invalid_params(e.to_string(), None));
             }
         }
-        routed.ok_or_else(|| not_found("tool", name))
+        match routed {
+            Some(route) => Ok(route.within(scope)),
+            None => Err(not_found("tool", name)),
+        }
     }
 
     /// Where a retry after `input_required` goes: the server and tool sealed in its state
@@ -506,6 +528,7 @@ impl Gateway {
             id,
             rule: "resumed",
             alternatives: Vec::new(),
+            scope,
         })
     }
 }

@@ -2,6 +2,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::params_with_meta::ParamsWithMeta;
 use super::{
     CustomNotification, CustomRequest, Extensions, JsonObject, MetaObject, Notification,
     NotificationMetaObject, NotificationNoParam, Request, RequestMetaObject, RequestNoParam,
@@ -115,6 +116,20 @@ struct ProxyOptionalParam<'a, M, P> {
     params: Option<WithMeta<'a, P>>,
 }
 
+/// [`Proxy`] as read, its `params` in one pass ([`ParamsWithMeta`]).
+#[derive(Deserialize)]
+struct ProxyBody<M, P> {
+    method: M,
+    params: ParamsWithMeta<P>,
+}
+
+/// [`ProxyOptionalParam`] as read, its `params` in one pass ([`ParamsWithMeta`]).
+#[derive(Deserialize)]
+struct ProxyOptionalBody<M, P> {
+    method: M,
+    params: Option<ParamsWithMeta<P>>,
+}
+
 #[derive(Serialize, Deserialize)]
 struct ProxyNoParam<M> {
     method: M,
@@ -201,11 +216,11 @@ where
     where
         D: serde::Deserializer<'de>,
     {
-        let body = Proxy::deserialize(deserializer)?;
+        let body = ProxyBody::<_, R>::deserialize(deserializer)?;
         Ok(Request {
-            extensions: extensions_with_meta::<RequestMetaObject>(body.params._meta),
+            extensions: extensions_with_meta::<RequestMetaObject>(body.params.meta.map(Cow::Owned)),
             method: body.method,
-            params: body.params._rest,
+            params: body.params.rest,
         })
     }
 }
@@ -335,9 +350,9 @@ where
     where
         D: serde::Deserializer<'de>,
     {
-        let body = ProxyOptionalParam::<'_, _, R>::deserialize(deserializer)?;
+        let body = ProxyOptionalBody::<_, R>::deserialize(deserializer)?;
         let (_meta, params) = match body.params {
-            Some(with_meta) => (with_meta._meta, with_meta._rest),
+            Some(with_meta) => (with_meta.meta.map(Cow::Owned), with_meta.rest),
             None => {
                 // JSON-RPC 2.0: params is optional. Treat absent params as {}.
                 let empty = serde_json::Value::Object(serde_json::Map::new());

@@ -1099,21 +1099,53 @@ fn parse_allowed_authority(allowed: &str) -> Option<NormalizedAuthority> {
     Some(normalize_authority(allowed, None))
 }
 
-fn host_is_allowed(host: &NormalizedAuthority, allowed_hosts: &[String]) -> bool {
+/// `allowed_hosts` parsed once, when the service is made, with the list it was parsed from:
+/// `config` is public, so a request uses them only while the list is still that one.
+#[derive(Debug, Default)]
+struct ParsedAllowedHosts {
+    source: Vec<String>,
+    parsed: Vec<NormalizedAuthority>,
+}
+
+impl ParsedAllowedHosts {
+    fn new(allowed_hosts: &[String]) -> Self {
+        Self {
+            source: allowed_hosts.to_vec(),
+            parsed: allowed_hosts
+                .iter()
+                .filter_map(|allowed| parse_allowed_authority(allowed))
+                .collect(),
+        }
+    }
+}
+
+fn authority_allows(allowed: &NormalizedAuthority, host: &NormalizedAuthority) -> bool {
+    allowed.host == host.host
+        && match allowed.port {
+            Some(port) => host.port == Some(port),
+            None => true,
+        }
+}
+
+fn host_is_allowed(
+    host: &NormalizedAuthority,
+    allowed_hosts: &[String],
+    parsed: &ParsedAllowedHosts,
+) -> bool {
     if allowed_hosts.is_empty() {
         // If the allowed hosts list is empty, allow all hosts (not recommended).
         return true;
     }
+    if parsed.source == allowed_hosts {
+        return parsed
+            .parsed
+            .iter()
+            .any(|allowed| authority_allows(allowed, host));
+    }
     allowed_hosts
         .iter()
         .filter_map(|allowed| parse_allowed_authority(allowed))
-        .any(|allowed| {
-            allowed.host == host.host
-                && match allowed.port {
-                    Some(port) => host.port == Some(port),
-                    None => true,
-                }
-        })
+        .any(|allowed| authority_allows(&allowed, host))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1343,9 +1375,10 @@ fn validate_dns_rebinding_headers(
     uri: &http::Uri,
     headers: &HeaderMap,
     config: &StreamableHttpServerConfig,
+    allowed_hosts: &ParsedAllowedHosts,
 ) -> HttpResult<()> {
     let host = parse_host_header(uri, headers)?;
-    if !host_is_allowed(&host, &config.allowed_hosts) {
+    if !host_is_allowed(&host, &config.allowed_hosts, allowed_hosts) {
         tracing::warn!(
             host = ?host,
             "rejected request with disallowed Host header (possible DNS rebinding attempt)",
@@ -1481,6 +1514,8 @@ pub struct StreamableHttpService<S, M> {
     /// than racing to replay the initialize handshake. `None` when no external
     /// session store is configured (avoids allocating the map).
     pending_restores: Option<PendingRestores>,
+    /// `config.allowed_hosts` parsed (each request's `Host` is checked against them).
+    allowed_hosts: Arc<ParsedAllowedHosts>,
 }
 
 impl<S, M> Clone for StreamableHttpService<S, M> {
@@ -1490,6 +1525,7 @@ impl<S, M> Clone for StreamableHttpService<S, M> {
             session_manager: self.session_manager.clone(),
             service_factory: self.service_factory.clone(),
             pending_restores: self.pending_restores.clone(),
+            allowed_hosts: self.allowed_hosts.clone(),
         }
     }
 }
@@ -1563,11 +1599,13 @@ where
             .session_store
             .is_some()
             .then(|| Arc::new(tokio::sync::RwLock::new(HashMap::new())));
+        let allowed_hosts = Arc::new(ParsedAllowedHosts::new(&config.allowed_hosts));
         Self {
             config,
             session_manager,
             service_factory: Arc::new(service_factory),
             pending_restores,
+            allowed_hosts,
         }
     }
     fn get_service(&self) -> Result<S, std::io::Error> {
@@ -2018,9 +2056,12 @@ where
         B: Body + Send + 'static,
         B::Error: Display,
     {
-        if let Err(response) =
-            validate_dns_rebinding_headers(request.uri(), request.headers(), &self.config)
-        {
+        if let Err(response) = validate_dns_rebinding_headers(
+            request.uri(),
+            request.headers(),
+            &self.config,
+            &self.allowed_hosts,
+        ) {
             return response.into_response();
         }
         let method = request.method().clone();
