@@ -46,6 +46,21 @@ fn hand_written() -> Vec<String> {
         r#"{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0"}"#,
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\u{e9}\"}",
         r#"  {"jsonrpc":"2.0","method":"notifications/initialized"}  "#,
+        // Repeated keys inside: a variant read from the text refuses them, the derived way
+        // keeps the last; the derived way must decide.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{},"params":{"name":"b"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","text":"b"}]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"content":[{"type":"text","text":"b"}]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","resultType":"complete","content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true,"isError":"no"}}"#,
+        // Keys the variants look at, escaped or of another type.
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":7,"content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":[]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":"text"}"#,
     ]
     .map(str::to_owned)
     .into_iter()
@@ -224,4 +239,58 @@ fn notification_parameters_keep_meta_apart() {
 
     let bare = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
     assert!(ServerJsonRpcMessage::from_json_slice(bare.as_bytes()).is_ok());
+}
+
+/// A request's `params` are written as one map, the message's `_meta` first and then the
+/// parameters' fields (`vendor/rmcp/src/model/params_fields.rs`), as rmcp wrote them through a
+/// `Value`: the same keys in the same order; parameters with a `_meta` of their own are merged
+/// as before, the message's keys winning.
+#[test]
+fn params_are_written_as_one_map_meta_first() {
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ListToolsRequest, RequestMetaObject,
+    };
+
+    let object = |value: Value| value.as_object().cloned().unwrap_or_default();
+    let arguments = object(json!({"z": 1, "a": [1, {"b": null}], "_meta": "an argument"}));
+    let mut call =
+        CallToolRequest::new(CallToolRequestParams::new("echo").with_arguments(arguments.clone()));
+    assert_eq!(
+        serde_json::to_string(&call).unwrap(),
+        r#"{"method":"tools/call","params":{"name":"echo","arguments":{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}}}"#
+    );
+    call.extensions
+        .insert(RequestMetaObject::from(object(json!({"progressToken": 7}))));
+    assert_eq!(
+        serde_json::to_string(&call).unwrap(),
+        r#"{"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"echo","arguments":{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}}}"#
+    );
+
+    // The parameters' own `_meta` merged under the message's (the message's `k` wins).
+    let mut params = CallToolRequestParams::new("echo");
+    params.meta = Some(RequestMetaObject::from(object(
+        json!({"k": "params", "p": 1}),
+    )));
+    let mut call = CallToolRequest::new(params);
+    call.extensions
+        .insert(RequestMetaObject::from(object(json!({"k": "message"}))));
+    let written: Value = serde_json::to_value(&call).unwrap();
+    assert_eq!(
+        written,
+        json!({"method": "tools/call", "params": {"_meta": {"k": "message", "p": 1}, "name": "echo"}})
+    );
+
+    // Absent optional parameters: only the message's `_meta`, or an empty map.
+    let mut list = ListToolsRequest::default();
+    assert_eq!(
+        serde_json::to_string(&list).unwrap(),
+        r#"{"method":"tools/list","params":{}}"#
+    );
+    list.extensions.insert(RequestMetaObject::from(object(
+        json!({"progressToken": "t"}),
+    )));
+    assert_eq!(
+        serde_json::to_string(&list).unwrap(),
+        r#"{"method":"tools/list","params":{"_meta":{"progressToken":"t"}}}"#
+    );
 }

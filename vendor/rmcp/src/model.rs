@@ -13,6 +13,7 @@ mod elicitation_schema;
 mod extension;
 mod meta;
 mod mrtr;
+mod params_fields;
 mod params_with_meta;
 mod prompt;
 #[cfg(feature = "request-state")]
@@ -22,6 +23,7 @@ mod serde_impl;
 mod skill;
 mod task;
 mod tool;
+mod union_text;
 mod union_variant;
 pub use annotated::*;
 pub use capabilities::*;
@@ -39,6 +41,7 @@ use serde_json::Value;
 pub use skill::*;
 pub use task::*;
 pub use tool::*;
+pub use union_text::FromJsonText;
 
 /// A JSON object type alias for convenient handling of JSON data.
 ///
@@ -866,35 +869,68 @@ impl<'de> Deserialize<'de> for JsonRpcMessageShape {
     where
         D: serde::Deserializer<'de>,
     {
-        struct ShapeVisitor;
+        deserializer
+            .deserialize_map(ShapeVisitor { keep_method: false })
+            .map(|scan| scan.shape)
+    }
+}
 
-        impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
-            type Value = JsonRpcMessageShape;
+/// A message's shape and its `method` when that is a string (the last, as a map keeps it): all
+/// a request union's variants look at to tell whether they may match (`FromJsonText`).
+struct ShapeAndMethod {
+    shape: JsonRpcMessageShape,
+    method: Option<String>,
+}
 
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("a JSON-RPC 2.0 message")
-            }
+impl<'de> Deserialize<'de> for ShapeAndMethod {
+    fn deserialize<D>(deserializer: D) -> Result<Self, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        deserializer.deserialize_map(ShapeVisitor { keep_method: true })
+    }
+}
 
-            fn visit_map<A>(self, mut map: A) -> Result<Self::Value, A::Error>
-            where
-                A: serde::de::MapAccess<'de>,
-            {
-                let (mut method, mut id, mut result, mut error) = (false, false, false, false);
-                while let Some(key) = map.next_key::<EnvelopeKey>()? {
-                    match key {
-                        EnvelopeKey::Method => method = true,
-                        EnvelopeKey::Id => id = true,
-                        EnvelopeKey::Result => result = true,
-                        EnvelopeKey::Error => error = true,
-                        EnvelopeKey::Other => {}
+struct ShapeVisitor {
+    keep_method: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
+    type Value = ShapeAndMethod;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON-RPC 2.0 message")
+    }
+
+    fn visit_map<A>(self, mut map: A) -> Result<Self::Value, A::Error>
+    where
+        A: serde::de::MapAccess<'de>,
+    {
+        let (mut method, mut id, mut result, mut error) = (false, false, false, false);
+        let mut method_text = None;
+        while let Some(key) = map.next_key::<EnvelopeKey>()? {
+            match key {
+                EnvelopeKey::Method => {
+                    method = true;
+                    if self.keep_method {
+                        method_text = match map.next_value::<Value>()? {
+                            Value::String(text) => Some(text),
+                            _ => None,
+                        };
+                        continue;
                     }
-                    map.next_value::<serde::de::IgnoredAny>()?;
                 }
-                JsonRpcMessageShape::classify_object_keys(method, id, result, error)
+                EnvelopeKey::Id => id = true,
+                EnvelopeKey::Result => result = true,
+                EnvelopeKey::Error => error = true,
+                EnvelopeKey::Other => {}
             }
+            map.next_value::<serde::de::IgnoredAny>()?;
         }
-
-        deserializer.deserialize_map(ShapeVisitor)
+        Ok(ShapeAndMethod {
+            shape: JsonRpcMessageShape::classify_object_keys(method, id, result, error)?,
+            method: method_text,
+        })
     }
 }
 
@@ -1035,8 +1071,8 @@ where
 
 impl<Req, Resp, Noti> JsonRpcMessage<Req, Resp, Noti>
 where
-    Req: serde::de::DeserializeOwned,
-    Resp: serde::de::DeserializeOwned,
+    Req: FromJsonText,
+    Resp: FromJsonText,
     Noti: serde::de::DeserializeOwned,
 {
     /// One message from its JSON text: what `serde_json::from_slice` gives, value and error,
@@ -1048,16 +1084,37 @@ where
     /// parsed straight from the text. A message that does not parse that way is parsed again
     /// the derived way, so that an error is the one it has always been.
     pub fn from_json_slice(bytes: &[u8]) -> serde_json::Result<Self> {
-        let direct = match serde_json::from_slice::<JsonRpcMessageShape>(bytes) {
-            Ok(JsonRpcMessageShape::Request) => serde_json::from_slice(bytes).map(Self::Request),
-            Ok(JsonRpcMessageShape::Response) => serde_json::from_slice(bytes).map(Self::Response),
+        let scan = serde_json::from_slice::<ShapeAndMethod>(bytes);
+        let direct = match scan.as_ref().map(|scan| &scan.shape) {
+            Ok(JsonRpcMessageShape::Request) => {
+                let method = scan.as_ref().ok().and_then(|scan| scan.method.as_deref());
+                std::str::from_utf8(bytes)
+                    .map_err(serde::de::Error::custom)
+                    .and_then(|text| Req::request_from_json_text(text, method))
+                    .map(Self::Request)
+            }
+            Ok(JsonRpcMessageShape::Response) => {
+                Self::response_from_json_slice(bytes).map(Self::Response)
+            }
             Ok(JsonRpcMessageShape::Notification) => {
                 serde_json::from_slice(bytes).map(Self::Notification)
             }
             Ok(JsonRpcMessageShape::Error) => serde_json::from_slice(bytes).map(Self::Error),
-            Err(e) => Err(e),
+            Err(_) => serde_json::from_slice(bytes),
         };
         direct.or_else(|_| serde_json::from_slice(bytes))
+    }
+
+    /// A response with its `result` read from its own text (`FromJsonText`): the envelope is
+    /// read with the result's text set aside, then the result from that text.
+    fn response_from_json_slice(bytes: &[u8]) -> serde_json::Result<JsonRpcResponse<Resp>> {
+        let response =
+            serde_json::from_slice::<JsonRpcResponse<&serde_json::value::RawValue>>(bytes)?;
+        Ok(JsonRpcResponse {
+            jsonrpc: response.jsonrpc,
+            id: response.id,
+            result: Resp::from_json_text(response.result.get())?,
+        })
     }
 }
 
@@ -4955,6 +5012,7 @@ macro_rules! ts_union {
         ts_union!(@declare $U { $($rest)* });
         ts_union!(@impl_from $U { $($rest)* });
         ts_union!(@impl_deserialize $U { $($rest)* });
+        ts_union!(@impl_from_text $U { $($rest)* });
     };
     (@declare $U:ident { $($variant:tt)* }) => {
         ts_union!(@declare_variant $U { } {$($variant)*} );
@@ -5027,6 +5085,58 @@ macro_rules! ts_union {
     };
     (@try_variants $U:ident $value:ident { ; }) => {};
     (@try_variants $U:ident $value:ident { }) => {};
+    (@impl_from_text $U:ident { $($variants:tt)* }) => {
+        impl union_text::FromJsonText for $U {
+            fn from_json_text(text: &str) -> serde_json::Result<Self> {
+                if let Some(keys) = union_text::skeleton(text) {
+                    ts_union!(@first_from_text $U keys text { $($variants)* });
+                }
+                serde_json::from_str(text)
+            }
+
+            fn request_from_json_text(
+                text: &str,
+                method: Option<&str>,
+            ) -> serde_json::Result<JsonRpcRequest<Self>> {
+                let keys = union_text::method_only(method);
+                ts_union!(@first_request_from_text $U keys text { $($variants)* });
+                serde_json::from_str(text)
+            }
+        }
+    };
+    // The first variant that may match, from the text; if that fails, the derived way.
+    (@first_from_text $U:ident $keys:ident $text:ident {$(|)? box $V:ident $($rest:tt)*}) => {
+        ts_union!(@first_from_text $U $keys $text { $V $($rest)* });
+    };
+    (@first_from_text $U:ident $keys:ident $text:ident {$(|)? $V:ident $($rest:tt)*}) => {
+        if <$V as union_variant::UnionVariant>::may_match(&$keys) {
+            if let Ok(variant) = serde_json::from_str::<$V>($text) {
+                return Ok($U::from(variant));
+            }
+            return serde_json::from_str($text);
+        }
+        ts_union!(@first_from_text $U $keys $text {$($rest)*});
+    };
+    (@first_from_text $U:ident $keys:ident $text:ident { ; }) => {};
+    (@first_from_text $U:ident $keys:ident $text:ident { }) => {};
+    (@first_request_from_text $U:ident $keys:ident $text:ident {$(|)? box $V:ident $($rest:tt)*}) => {
+        ts_union!(@first_request_from_text $U $keys $text { $V $($rest)* });
+    };
+    (@first_request_from_text $U:ident $keys:ident $text:ident {$(|)? $V:ident $($rest:tt)*}) => {
+        if <$V as union_variant::UnionVariant>::may_match(&$keys) {
+            if let Ok(request) = serde_json::from_str::<JsonRpcRequest<$V>>($text) {
+                return Ok(JsonRpcRequest {
+                    jsonrpc: request.jsonrpc,
+                    id: request.id,
+                    request: $U::from(request.request),
+                });
+            }
+            return serde_json::from_str($text);
+        }
+        ts_union!(@first_request_from_text $U $keys $text {$($rest)*});
+    };
+    (@first_request_from_text $U:ident $keys:ident $text:ident { ; }) => {};
+    (@first_request_from_text $U:ident $keys:ident $text:ident { }) => {};
 }
 
 ts_union!(

@@ -2,6 +2,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::params_fields;
 use super::params_with_meta::ParamsWithMeta;
 use super::{
     CustomNotification, CustomRequest, Extensions, JsonObject, MetaObject, Notification,
@@ -62,6 +63,18 @@ impl<P: Serialize> Serialize for WithMeta<'_, P> {
         S: serde::Serializer,
     {
         use serde::ser::SerializeMap;
+
+        // Parameters that are a struct without a `_meta` of their own (or absent): their fields
+        // after the message's `_meta`, written as they are (`params_fields.rs`).
+        if let Some(fields) = params_fields::fields_without_meta(&self._rest) {
+            let meta = self._meta.as_deref();
+            let mut map = serializer.serialize_map(Some(fields + usize::from(meta.is_some())))?;
+            if let Some(meta) = meta {
+                map.serialize_entry("_meta", meta)?;
+            }
+            params_fields::write_fields(&self._rest, &mut map)?;
+            return map.end();
+        }
 
         // Serialize _rest to a Value so we can inspect and strip any duplicate _meta
         let mut rest_value =
