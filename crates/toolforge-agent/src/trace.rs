@@ -163,13 +163,14 @@ pub fn object_arguments_hash(arguments: Option<&serde_json::Map<String, Value>>)
 }
 
 fn short_hash(canonical: &str) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(canonical.as_bytes());
-    let mut text = [0_u8; 16];
-    // Sixteen digits for eight bytes: the slice is exactly the size `encode_to_slice` needs.
-    if hex::encode_to_slice(&digest[..8], &mut text).is_err() {
-        return hex::encode(&digest[..8]);
+    let mut text = String::with_capacity(16);
+    for byte in &digest[..8] {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
-    String::from_utf8_lossy(&text).into_owned()
+    text
 }
 
 enum Command {

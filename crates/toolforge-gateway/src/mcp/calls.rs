@@ -35,31 +35,11 @@ pub(super) enum NextRound {
     },
 }
 
-/// Where a call goes, the selector's reason, and what the request may see and do (the scope
-/// it was routed in, which also decides its admission).
+/// Where a call goes, and the selector's reason.
 struct Routed {
     id: ToolId,
     rule: &'static str,
     alternatives: Vec<String>,
-    scope: Scope,
-}
-
-/// The selector's decision before it is paired with its scope.
-struct Route {
-    id: ToolId,
-    rule: &'static str,
-    alternatives: Vec<String>,
-}
-
-impl Route {
-    fn within(self, scope: Scope) -> Routed {
-        Routed {
-            id: self.id,
-            rule: self.rule,
-            alternatives: self.alternatives,
-            scope,
-        }
-    }
 }
 
 impl Shared {
@@ -73,10 +53,10 @@ impl Shared {
         arguments: Option<&serde_json::Map<String, Value>>,
         prompt: &str,
         history: &Mutex<Vec<ToolId>>,
-    ) -> Option<Route> {
+    ) -> Option<Routed> {
         let presentation = self.presentation();
         match presentation.resolve(name)? {
-            Resolved::Direct(id) => scope.allows(&id).then_some(Route {
+            Resolved::Direct(id) => scope.allows(&id).then_some(Routed {
                 id,
                 rule: "single-candidate",
                 alternatives: Vec::new(),
@@ -113,7 +93,7 @@ impl Shared {
                     session: &session,
                     prompt_vector: prompt_vector.as_deref(),
                 })?;
-                Some(Route {
+                Some(Routed {
                     id: decision.chosen,
                     rule: decision.rule,
                     alternatives: decision.alternatives,
@@ -245,10 +225,11 @@ impl Gateway {
                     .await
             }
         };
-        let chosen = routed.as_ref().ok().map(|r| (&r.id, r.rule));
+        let chosen = routed.as_ref().ok().map(|(r, _)| (&r.id, r.rule));
         toolforge_agent::spans::record_route(&span, chosen);
         drop(span);
-        let routed = match routed {
+        // The scope the call was routed in also decides its admission.
+        let (routed, scope) = match routed {
             Ok(r) => r,
             Err(e) => {
                 trail.decision = Some(
@@ -268,7 +249,6 @@ impl Gateway {
         trail.rule = Some(routed.rule.to_owned());
         trail.alternatives.clone_from(&routed.alternatives);
         // Policy, then limits: a refused call never reaches the server.
-        let scope = &routed.scope;
         trail.principal = scope.principal.to_string();
         // A parked call's retry is not a new call: it was admitted when it was made.
         let admitted = match parked {
@@ -454,14 +434,15 @@ impl Gateway {
         Ok(envelope.backend_state)
     }
 
-    /// Where a new call goes: the selector's decision within what this request may see,
-    /// waiting for servers still starting when no ready one offers the name.
+    /// Where a new call goes, and the scope it was routed in: the selector's decision within
+    /// what this request may see, waiting for servers still starting when no ready one offers
+    /// the name.
     async fn routed(
         &self,
         ctx: &RequestContext<RoleServer>,
         name: &str,
         req: &CallToolRequestParams,
-    ) -> Result<Routed, McpError> {
+    ) -> Result<(Routed, Scope), McpError> {
         let prompt = ctx
             .meta
             .get(PROMPT_META_KEY)
@@ -496,7 +477,7 @@ impl Gateway {
             }
         }
         match routed {
-            Some(route) => Ok(route.within(scope)),
+            Some(routed) => Ok((routed, scope)),
             None => Err(not_found("tool", name)),
         }
     }
@@ -511,7 +492,7 @@ impl Gateway {
         sealed: &str,
         req: &mut CallToolRequestParams,
         parked: &mut Option<mrtr::ParkedState>,
-    ) -> Result<Routed, McpError> {
+    ) -> Result<(Routed, Scope), McpError> {
         let envelope = self
             .shared
             .seal()
@@ -524,11 +505,13 @@ impl Gateway {
         envelope.check_caller(&scope.principal.to_string())?;
         *parked = envelope.parked;
         req.request_state = envelope.backend_state;
-        Ok(Routed {
-            id,
-            rule: "resumed",
-            alternatives: Vec::new(),
+        Ok((
+            Routed {
+                id,
+                rule: "resumed",
+                alternatives: Vec::new(),
+            },
             scope,
-        })
+        ))
     }
 }

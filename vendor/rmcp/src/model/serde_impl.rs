@@ -117,7 +117,8 @@ impl<P: Serialize> Serialize for WithMeta<'_, P> {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+/// A request or notification as written; read as [`ProxyBody`].
+#[derive(Serialize)]
 struct Proxy<'a, M, P> {
     method: M,
     params: WithMeta<'a, P>,
