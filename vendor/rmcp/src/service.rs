@@ -1480,6 +1480,10 @@ where
         // Each is a branch of the `select!` below, so a send that waits (a worker's full queue,
         // a full pipe) waits beside receiving, as its task did; the loop's body awaits no send.
         let mut send_task_set = FuturesUnordered::<BoxFuture<'static, SendTaskResult>>::new();
+        // One wait for cancellation for the loop's life: made anew in each `select!`, it
+        // registered with the token's waiters and left them again on every turn.
+        let loop_cancelled = serve_loop_ct.clone().cancelled_owned();
+        tokio::pin!(loop_cancelled);
         let mut response_send_tasks = FuturesUnordered::<BoxFuture<'static, ()>>::new();
         #[derive(Debug)]
         enum SendTaskResult {
@@ -1536,7 +1540,7 @@ where
                     Some(()) = response_send_tasks.next(), if !response_send_tasks.is_empty() => {
                         Event::ResponseSent
                     }
-                    _ = serve_loop_ct.cancelled() => {
+                    _ = &mut loop_cancelled => {
                         tracing::info!("task cancelled");
                         break QuitReason::Cancelled
                     }

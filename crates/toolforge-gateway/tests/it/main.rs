@@ -6,6 +6,7 @@ mod cancel;
 mod limits;
 mod list_cache;
 mod listener;
+mod session_streams;
 mod sessions;
 
 use std::sync::Arc;

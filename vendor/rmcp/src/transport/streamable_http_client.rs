@@ -1370,6 +1370,10 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
         let mut recovery_posts = VecDeque::<WorkerSendRequest<Self>>::new();
         let mut recovery_deadline: Option<tokio::time::Instant> = None;
         let mut retrying_recovery = false;
+        // One wait for cancellation for the loop's life: made anew in each `select!`, it
+        // registered with the token's waiters and left them again on every turn.
+        let task_cancelled = transport_task_ct.clone().cancelled_owned();
+        tokio::pin!(task_cancelled);
         let mut barrier_in_flight = false;
         let max_concurrent_requests = config.max_concurrent_requests.max(1);
         let mut awaiting_fallback_initialized = false;
@@ -1510,7 +1514,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                     };
                     Event::StartPost(request.expect("a POST is ready to start"))
                 }
-                _ = transport_task_ct.cancelled() => {
+                _ = &mut task_cancelled => {
                     tracing::debug!("cancelled");
                     break 'main_loop Err(WorkerQuitReason::Cancelled);
                 }

@@ -114,10 +114,14 @@ impl SessionManager for LocalSessionManager {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + 'static, Self::Error> {
         let handle = self.session_handle(id).await?;
-        let receiver = handle.establish_request_wise_channel().await?;
-        let http_request_id = receiver.http_request_id;
-        handle.push_message(message, http_request_id).await?;
-        Ok(ReceiverStream::new(receiver.inner))
+        if self.event_store.is_some() {
+            // Storing the priming event can fail, and that error is the caller's to see.
+            let receiver = handle.establish_request_wise_channel().await?;
+            let http_request_id = receiver.http_request_id;
+            handle.push_message(message, http_request_id).await?;
+            return Ok(ReceiverStream::new(receiver.inner));
+        }
+        Ok(ReceiverStream::new(handle.push_request(message).await?))
     }
 
     async fn create_standalone_stream(
@@ -520,8 +524,43 @@ impl LocalSessionWorker {
     async fn establish_request_wise_channel(
         &mut self,
     ) -> Result<StreamableHttpMessageReceiver, SessionError> {
-        let http_request_id = self.next_http_request_id();
         let (tx, rx) = tokio::sync::mpsc::channel(self.session_config.channel_capacity);
+        let http_request_id = self.open_request_wise_channel(tx).await?;
+        Ok(StreamableHttpMessageReceiver {
+            http_request_id: Some(http_request_id),
+            inner: rx,
+        })
+    }
+    /// [`SessionEvent::ClientRequest`]: opens a request-wise channel on `tx`, registers the
+    /// request on it and forwards the request to the service.
+    async fn accept_request(
+        &mut self,
+        message: ClientJsonRpcMessage,
+        tx: Sender<ServerSseMessage>,
+        context: &mut WorkerContext<Self>,
+    ) -> Result<(), WorkerQuitReason<LocalSessionWorkerError>> {
+        match self.open_request_wise_channel(tx).await {
+            Ok(http_request_id) => {
+                if let crate::model::JsonRpcMessage::Request(request) = &message {
+                    self.register_request(request, http_request_id)
+                }
+                context.send_to_handler(message).await
+            }
+            // Only an event store fails here, and a session with one does not send this
+            // event; the request's stream ends, as its dropped sender says.
+            Err(error) => {
+                tracing::warn!(%error, "failed to open a request-wise channel");
+                Ok(())
+            }
+        }
+    }
+    /// Registers `tx` as a new request-wise channel (primed when the session primes its
+    /// streams) and returns its id.
+    async fn open_request_wise_channel(
+        &mut self,
+        tx: Sender<ServerSseMessage>,
+    ) -> Result<HttpRequestId, SessionError> {
+        let http_request_id = self.next_http_request_id();
         // The stream id names the stream in the event store; without one it is unused.
         let stream_id = if self.event_store.is_some() {
             uuid::Uuid::new_v4().to_string()
@@ -548,10 +587,7 @@ impl LocalSessionWorker {
             },
         );
         tracing::debug!(http_request_id, "establish new request wise channel");
-        Ok(StreamableHttpMessageReceiver {
-            http_request_id: Some(http_request_id),
-            inner: rx,
-        })
+        Ok(http_request_id)
     }
     fn resolve_outbound_channel(&self, message: &ServerJsonRpcMessage) -> OutboundChannel {
         match &message {
@@ -834,6 +870,14 @@ pub enum SessionEvent {
     EstablishRequestWiseChannel {
         responder: oneshot::Sender<Result<StreamableHttpMessageReceiver, SessionError>>,
     },
+    /// A client message with the stream its answers go to: the worker opens a request-wise
+    /// channel on `tx` and forwards the message, as `EstablishRequestWiseChannel` followed by
+    /// `ClientMessage` would, without a round trip between them. Opening cannot fail without
+    /// an event store, so nothing is answered; with one, use the two events.
+    ClientRequest {
+        message: ClientJsonRpcMessage,
+        tx: Sender<ServerSseMessage>,
+    },
     CloseRequestWiseChannel {
         id: HttpRequestId,
         responder: oneshot::Sender<Result<(), SessionError>>,
@@ -874,6 +918,8 @@ pub struct LocalSessionHandle {
     id: SessionId,
     // after all event_tx drop, inner task will be terminated
     event_tx: crate::boxed_mpsc::Sender<SessionEvent>,
+    /// The capacity of a request-wise channel, as the worker would open it.
+    channel_capacity: usize,
 }
 
 impl LocalSessionHandle {
@@ -905,6 +951,22 @@ impl LocalSessionHandle {
             .await
             .map_err(|_| SessionError::SessionServiceTerminated)?;
         Ok(())
+    }
+
+    /// Send a client message together with a new request-wise channel for the server's answers
+    /// to it, in one event: the worker opens the channel, then forwards the message. Returns
+    /// the channel's receiving end. Only for a session without an event store (see
+    /// [`SessionEvent::ClientRequest`]).
+    pub async fn push_request(
+        &self,
+        message: ClientJsonRpcMessage,
+    ) -> Result<Receiver<ServerSseMessage>, SessionError> {
+        let (tx, rx) = tokio::sync::mpsc::channel(self.channel_capacity);
+        self.event_tx
+            .send(SessionEvent::ClientRequest { message, tx })
+            .await
+            .map_err(|_| SessionError::SessionServiceTerminated)?;
+        Ok(rx)
     }
 
     /// establish a channel for a http-request, the corresponded message from server will be
@@ -1143,9 +1205,17 @@ impl Worker for LocalSessionWorker {
         Box::pin(self.handshake(&mut context)).await?;
         let ct = context.cancellation_token.clone();
         let keep_alive = self.session_config.keep_alive.unwrap_or(Duration::MAX);
+        // One idle timer and one wait for cancellation for the session's life. Made anew for
+        // each event, the timer cost an insertion into the runtime's timer wheel and a removal,
+        // and the wait a registration with the token's waiters and a departure, twice per
+        // request. The timer moves only when it fires before the session has been idle for
+        // `keep_alive`. Both are boxed: inline, they took this future past 4 KiB, a size class
+        // of the allocator, and an idle session holds it.
+        let mut last_event = tokio::time::Instant::now();
+        let mut idle_timer = Box::pin(tokio::time::sleep(keep_alive));
+        let mut cancelled = Box::pin(ct.cancelled_owned());
         loop {
             self.evict_expired_channels();
-            let keep_alive_timeout = tokio::time::sleep(keep_alive);
             let event = tokio::select! {
                 event = self.event_rx.recv() => {
                     if let Some(event) = event {
@@ -1157,13 +1227,23 @@ impl Worker for LocalSessionWorker {
                 from_handler = context.recv_from_handler() => {
                     InnerEvent::FromHandler(from_handler?)
                 }
-                _ = ct.cancelled() => {
+                _ = &mut cancelled => {
                     return Err(WorkerQuitReason::Cancelled)
                 }
-                _ = keep_alive_timeout => {
-                    return Err(WorkerQuitReason::IdleTimeout(keep_alive))
+                _ = &mut idle_timer => {
+                    match last_event.checked_add(keep_alive) {
+                        Some(deadline) if deadline <= tokio::time::Instant::now() => {
+                            return Err(WorkerQuitReason::IdleTimeout(keep_alive))
+                        }
+                        // Events came since the timer was set: wait out the rest.
+                        Some(deadline) => idle_timer.as_mut().reset(deadline),
+                        // No limit: a timer as far off as `sleep` makes one.
+                        None => idle_timer.set(tokio::time::sleep(keep_alive)),
+                    }
+                    continue;
                 }
             };
+            last_event = tokio::time::Instant::now();
             match event {
                 InnerEvent::FromHandler(WorkerSendRequest {
                     message, responder, ..
@@ -1208,6 +1288,9 @@ impl Worker for LocalSessionWorker {
                         _ => {}
                     }
                     context.send_to_handler(json_rpc_message).await?;
+                }
+                InnerEvent::FromHttpService(SessionEvent::ClientRequest { message, tx }) => {
+                    Box::pin(self.accept_request(message, tx, &mut context)).await?;
                 }
                 InnerEvent::FromHttpService(SessionEvent::EstablishRequestWiseChannel {
                     responder,
@@ -1334,6 +1417,7 @@ fn create_local_session_with_event_store(
     let handle = LocalSessionHandle {
         event_tx,
         id: id.clone(),
+        channel_capacity: config.channel_capacity,
     };
     let session_worker = LocalSessionWorker {
         next_http_request_id: 0,
