@@ -1,6 +1,7 @@
 //! rmcp's local session manager, which the gateway's sessions wrap: a request sent into a
-//! session opens its own stream (primed, then answered on it), with or without an event store,
-//! and a stream dropped before its answer does not stop the session.
+//! session opens its own stream (primed, then answered on it), with or without an event store;
+//! a stream dropped before its answer does not stop the session; and a session ends after its
+//! idle limit without events, not while it is in use.
 
 use std::sync::Arc;
 use std::time::Duration;
