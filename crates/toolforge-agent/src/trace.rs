@@ -163,14 +163,7 @@ pub fn object_arguments_hash(arguments: Option<&serde_json::Map<String, Value>>)
 }
 
 fn short_hash(canonical: &str) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(canonical.as_bytes());
-    let mut text = String::with_capacity(16);
-    for byte in &digest[..8] {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    text
+    hex::encode(&Sha256::digest(canonical.as_bytes())[..8])
 }
 
 enum Command {

@@ -1084,23 +1084,27 @@ where
     /// parsed straight from the text. A message that does not parse that way is parsed again
     /// the derived way, so that an error is the one it has always been.
     pub fn from_json_slice(bytes: &[u8]) -> serde_json::Result<Self> {
-        let scan = serde_json::from_slice::<ShapeAndMethod>(bytes);
-        let direct = match scan.as_ref().map(|scan| &scan.shape) {
-            Ok(JsonRpcMessageShape::Request) => {
-                let method = scan.as_ref().ok().and_then(|scan| scan.method.as_deref());
-                std::str::from_utf8(bytes)
-                    .map_err(serde::de::Error::custom)
-                    .and_then(|text| Req::request_from_json_text(text, method))
-                    .map(Self::Request)
-            }
-            Ok(JsonRpcMessageShape::Response) => {
-                Self::response_from_json_slice(bytes).map(Self::Response)
-            }
-            Ok(JsonRpcMessageShape::Notification) => {
-                serde_json::from_slice(bytes).map(Self::Notification)
-            }
-            Ok(JsonRpcMessageShape::Error) => serde_json::from_slice(bytes).map(Self::Error),
-            Err(_) => serde_json::from_slice(bytes),
+        let direct = match serde_json::from_slice::<ShapeAndMethod>(bytes) {
+            Ok(ShapeAndMethod {
+                shape: JsonRpcMessageShape::Request,
+                method,
+            }) => std::str::from_utf8(bytes)
+                .map_err(serde::de::Error::custom)
+                .and_then(|text| Req::request_from_json_text(text, method.as_deref()))
+                .map(Self::Request),
+            Ok(ShapeAndMethod {
+                shape: JsonRpcMessageShape::Response,
+                ..
+            }) => Self::response_from_json_slice(bytes).map(Self::Response),
+            Ok(ShapeAndMethod {
+                shape: JsonRpcMessageShape::Notification,
+                ..
+            }) => serde_json::from_slice(bytes).map(Self::Notification),
+            Ok(ShapeAndMethod {
+                shape: JsonRpcMessageShape::Error,
+                ..
+            }) => serde_json::from_slice(bytes).map(Self::Error),
+            Err(e) => Err(e),
         };
         direct.or_else(|_| serde_json::from_slice(bytes))
     }
