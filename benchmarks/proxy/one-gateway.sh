@@ -1,21 +1,26 @@
-# Sourced by instructions.sh and syscalls.sh: one gateway in front of the node backend, and
-# mcpload driving `tools/call` of `b_echo` through it.
+# Sourced by pairs.sh, instructions.sh and syscalls.sh: one gateway in front of the node
+# backend, and mcpload driving `tools/call` of `b_echo` through it.
 #   . one-gateway.sh NAME BACKEND_PORT GATEWAY_PORT OUT_DIR
 # NAME: toolforge ($TOOLFORGE_BIN, else target/release/toolforge) or rust-mcp-proxy
 # ($RUST_MCP_PROXY_BIN, else $BENCH_WORK/rust-mcp-proxy/bin/mcp-proxy). Sets `work`, `gw` (the
 # command that starts the gateway), `url` (its MCP endpoint), `load` (mcpload's command) and
 # `pids`; starts the backend (`start_backend`) and stops everything on exit.
+# The backend and the gateway each run in a session of their own (`setsid`), as bench.py starts
+# them: where the kernel schedules by session (autogroup), CPU is shared between sessions first,
+# then between the threads of one. In one shared session the peer's two worker threads competed
+# with the backend's thread for thread, and it measured 0.72x the throughput it has with the
+# sessions separate (benchmarks/proxy/README.md, 2026-11-28 late).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=${BENCH_WORK:-${TMPDIR:-/tmp}/mcp-proxy-bench}
 _name=$1 _bport=$2 _port=$3 _out=$4
 _backend_url="http://127.0.0.1:$_bport/mcp"
 case $_name in
   toolforge)
-    gw=("$here/toolforge-gateway.sh" "$_port" "$_backend_url")
+    gw=(setsid "$here/toolforge-gateway.sh" "$_port" "$_backend_url")
     url="http://127.0.0.1:$_port/mcp" ;;
   rust-mcp-proxy)
     _peer=${RUST_MCP_PROXY_BIN:-$work/rust-mcp-proxy/bin/mcp-proxy}
-    gw=("$here/proxies/rust_mcp_proxy.sh" "$_peer" "$_port" "$_backend_url")
+    gw=(setsid "$here/proxies/rust_mcp_proxy.sh" "$_peer" "$_port" "$_backend_url")
     url="http://127.0.0.1:$_port/" ;;
   *) echo "NAME is toolforge or rust-mcp-proxy" >&2; exit 2 ;;
 esac
@@ -35,7 +40,7 @@ trap cleanup EXIT
 # Starts the node backend and waits until it listens (60 s at most): the peer gives up on a
 # backend that is not listening yet.
 start_backend() {
-  (cd "$work/node" && exec node backend_node.mjs --transport http --port "$_bport") \
+  (cd "$work/node" && exec setsid node backend_node.mjs --transport http --port "$_bport") \
     >"$_out/backend.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 600); do
