@@ -2,6 +2,11 @@
 //! `idle_timeout` ends (its worker stops and the session leaves the map, giving its memory
 //! back); no session is created past `max_sessions` (the `/mcp` guard answers such an
 //! `initialize` with a clear error first, this is the hard bound behind it).
+//!
+//! Replies are never stored for resumption here, so a session's `tools/call`s may be answered
+//! on the HTTP task without its worker (`vendor/rmcp`, `direct.rs`, for the calls that cannot
+//! send anything else on their stream); such a call touches the session at most every quarter
+//! of `idle_timeout`, so that a session in use never reaches it.
 
 use std::time::Duration;
 
@@ -51,6 +56,7 @@ pub enum SessionsError {
 pub struct CappedSessions {
     inner: LocalSessionManager,
     max_sessions: usize,
+    idle_timeout: Duration,
     /// Serializes creation, so two `initialize`s cannot both take the last place.
     creating: tokio::sync::Mutex<()>,
 }
@@ -65,6 +71,7 @@ impl CappedSessions {
         Self {
             inner,
             max_sessions: limits.max_sessions,
+            idle_timeout: limits.idle_timeout,
             creating: tokio::sync::Mutex::new(()),
         }
     }
@@ -142,5 +149,13 @@ impl SessionManager for CappedSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         Ok(self.inner.resume(id, last_event_id).await?)
+    }
+
+    fn direct_touch_interval(&self) -> Option<Duration> {
+        Some(self.idle_timeout / 4)
+    }
+
+    async fn touch_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        Ok(self.inner.touch_session(id).await?)
     }
 }

@@ -3,6 +3,7 @@
 //! backend.
 
 mod cancel;
+mod direct_calls;
 mod limits;
 mod list_cache;
 mod listener;

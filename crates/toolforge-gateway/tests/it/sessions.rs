@@ -1,4 +1,5 @@
-//! `/mcp` sessions: the cap, idle expiry, and request ids reused while in flight.
+//! `/mcp` sessions: the cap, idle expiry (also for a session used only for tool calls, which
+//! are answered without the session's worker), and request ids reused while in flight.
 
 use std::time::Duration;
 
@@ -58,6 +59,32 @@ async fn an_idle_session_ends_and_frees_its_place() {
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let (status, _) = send(&router, mcp_post(Some(&first), ping)).await;
     assert_eq!(status, 404, "the expired session is gone");
+}
+
+#[tokio::test]
+async fn a_session_used_only_for_tool_calls_outlives_its_idle_limit() {
+    let idle = Duration::from_millis(600);
+    let (router, _dir) = app(limits(10, idle)).await;
+    let session = open_session(&router).await;
+    let ping = |id: u64| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+    let (status, _) = send(&router, mcp_post(Some(&session), ping(1))).await;
+    assert_eq!(status, 200);
+    // Nothing but calls for four idle limits (paced, not synchronised, by the sleep): each is
+    // answered without the session's worker, so only their touches keep the session open.
+    let end = tokio::time::Instant::now() + idle * 4;
+    let mut id = 2;
+    while tokio::time::Instant::now() < end {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"none"}}}}"#
+        );
+        let (status, body) = send(&router, mcp_post(Some(&session), call)).await;
+        assert_eq!(status, 200, "call {id}: {body}");
+        assert!(rpc(&body).get("id").is_some(), "{body}");
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = send(&router, mcp_post(Some(&session), ping(id))).await;
+    assert_eq!(status, 200, "the session is still open: {body}");
 }
 
 #[tokio::test]

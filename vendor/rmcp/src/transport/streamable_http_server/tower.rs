@@ -18,6 +18,7 @@ use pin_project_lite::pin_project;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use super::direct::{DirectSession, DirectSessions, Registration};
 use super::session::{
     EventStore, EventStoreError, RestoreOutcome, SessionId, SessionManager, SessionRestoreMarker,
     SessionState, SessionStore,
@@ -1516,6 +1517,9 @@ pub struct StreamableHttpService<S, M> {
     pending_restores: Option<PendingRestores>,
     /// `config.allowed_hosts` parsed (each request's `Host` is checked against them).
     allowed_hosts: Arc<ParsedAllowedHosts>,
+    /// Sessions whose handshake is done, for the requests they answer on the HTTP task
+    /// (toolforge patch, `direct.rs`); empty unless the session manager allows it.
+    direct: DirectSessions<S>,
 }
 
 impl<S, M> Clone for StreamableHttpService<S, M> {
@@ -1526,6 +1530,7 @@ impl<S, M> Clone for StreamableHttpService<S, M> {
             service_factory: self.service_factory.clone(),
             pending_restores: self.pending_restores.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
+            direct: self.direct.clone(),
         }
     }
 }
@@ -1606,10 +1611,57 @@ where
             service_factory: Arc::new(service_factory),
             pending_restores,
             allowed_hosts,
+            direct: Arc::default(),
         }
     }
     fn get_service(&self) -> Result<S, std::io::Error> {
         (self.service_factory)()
+    }
+
+    /// Where a new session registers for requests answered on the HTTP task, and how often
+    /// they touch it; `None` when replies are SSE or the session manager keeps every request on
+    /// the worker (toolforge patch, `direct.rs`).
+    fn direct_sessions(&self) -> Option<(DirectSessions<S>, Duration)> {
+        if !self.config.json_response {
+            return None;
+        }
+        let touch_interval = self.session_manager.direct_touch_interval()?;
+        Some((self.direct.clone(), touch_interval))
+    }
+
+    fn direct_session(&self, id: &SessionId) -> Option<Arc<DirectSession<S>>> {
+        self.direct.lock().ok()?.get(id).cloned()
+    }
+
+    /// Answers `message` on this task when it is a request its session may answer here
+    /// (`direct.rs`); else gives it back.
+    async fn answer_in_session(
+        &self,
+        session_id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<HttpResult<BoxResponse>, ClientJsonRpcMessage> {
+        let direct = match &message {
+            ClientJsonRpcMessage::Request(request) => self
+                .direct_session(session_id)
+                .filter(|direct| direct.takes(request)),
+            _ => None,
+        };
+        let Some(direct) = direct else {
+            return Err(message);
+        };
+        let request = match message {
+            ClientJsonRpcMessage::Request(request) => request,
+            other => return Err(other),
+        };
+        if direct.claim_touch()
+            && let Err(error) = self.session_manager.touch_session(session_id).await
+        {
+            return Ok(Err(internal_error_response("touch session")(error).into()));
+        }
+        let call = direct.start(request);
+        let answer =
+            futures::stream::once(async move { ServerSseMessage::from_message(call.await) });
+        Ok(Ok(self.session_reply(answer).await))
     }
 
     fn persisted_stateless_stream(
@@ -1855,6 +1907,7 @@ where
         transport: M::Transport,
         init_done_tx: Option<tokio::sync::oneshot::Sender<()>>,
         cancellation_token: CancellationToken,
+        direct: Option<(DirectSessions<S>, Duration)>,
     ) where
         S: crate::ServerHandler + Send + 'static,
         M: SessionManager,
@@ -1875,6 +1928,17 @@ where
                     if let Some(tx) = init_done_tx {
                         let _ = tx.send(());
                     }
+                    // From here until the service ends, the session's requests may be
+                    // answered on the HTTP task.
+                    let _direct = direct.map(|(sessions, touch_interval)| {
+                        let session = DirectSession::new(
+                            svc.shared_service(),
+                            svc.peer().clone(),
+                            svc.shared_cancellation_token(),
+                            touch_interval,
+                        );
+                        Registration::new(sessions, session_id.clone(), session)
+                    });
                     let _ = Box::pin(svc.waiting()).await;
                 }
                 Err(e) => {
@@ -2024,6 +2088,7 @@ where
             transport,
             Some(init_done_tx),
             self.config.cancellation_token.child_token(),
+            self.direct_sessions(),
         );
 
         self.session_manager
@@ -2329,6 +2394,20 @@ where
                     }
                 }
 
+                // A client's cancellation of a request answered on the HTTP task reaches its
+                // handler here; the notification still goes to the session as before.
+                if let ClientJsonRpcMessage::Notification(notification) = &message
+                    && let ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                    && let Some(request_id) = &cancelled.params.request_id
+                    && let Some(direct) = self.direct_session(&session_id)
+                {
+                    direct.cancel(request_id);
+                }
+                let message = match self.answer_in_session(&session_id, message).await {
+                    Ok(response) => return response,
+                    Err(message) => message,
+                };
                 match message {
                     ClientJsonRpcMessage::Request(_) => {
                         // Priming for request-wise streams is handled by the
@@ -2430,6 +2509,7 @@ where
                     transport,
                     None,
                     self.config.cancellation_token.child_token(),
+                    self.direct_sessions(),
                 );
                 // get initialize response
                 let response = self

@@ -1,0 +1,238 @@
+//! Session requests answered without the session's worker and service loop (toolforge patch).
+//!
+//! In a handshake-era session a request normally crosses four tasks before its handler runs and
+//! four on the way back: the HTTP task hands it to the session's worker, the worker to the
+//! service loop, the loop spawns the handler; the response goes from the handler to the loop,
+//! to the worker (which acknowledges it), to the HTTP task. For a request whose handler cannot
+//! send anything on the request's own stream, the only thing those hops do is carry the request
+//! and its response, so the HTTP task spawns the handler itself and awaits it.
+//!
+//! What can reach a request's stream besides its response: progress notifications for the
+//! request's progress token, and requests the server sends to the client on the request's
+//! behalf (sampling, elicitation, roots). A request is served here only when it has no progress
+//! token and the client declared none of those capabilities, when it is a `tools/call`, and
+//! when the session manager allows it ([`SessionManager::direct_touch_interval`]: replies are
+//! not stored for resumption) and replies are JSON. Everything else takes the worker as before.
+//!
+//! What the worker and the loop did that still has to happen:
+//! - cancellation: the handler gets a child of the session's cancellation token (so it ends
+//!   with the session), registered under its request id until it answers, and the client's
+//!   `notifications/cancelled` for that id cancels it ([`DirectSession::cancel`]);
+//! - the idle limit: the request touches the session ([`SessionManager::touch_session`]) at
+//!   most once per the manager's interval, as a request through the worker would have;
+//! - the handler runs to its end on a task of its own even if the client goes away, as the
+//!   loop's spawned handler did: a call that reached a backend finishes and is accounted for;
+//! - the reply is the worker path's: JSON when the answer comes within the keep-alive
+//!   interval, else an SSE stream with keep-alive pings until it does (`session_reply`).
+
+use std::{
+    collections::HashMap,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll, ready},
+    time::Duration,
+};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    Peer, RoleServer,
+    model::{
+        ClientRequest, ErrorData, Extensions, GetExtensions, GetMeta, JsonRpcRequest, RequestId,
+        RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    },
+    service::{ORIGINATING_PROTOCOL_VERSION, ORIGINATING_REQUEST, RequestContext, Service},
+    transport::streamable_http_server::SessionId,
+};
+
+/// What a session whose handshake is done lends its requests to be served on the HTTP task.
+pub(crate) struct DirectSession<S> {
+    service: Arc<S>,
+    peer: Peer<RoleServer>,
+    /// The session's cancellation token: cancelled when the session ends.
+    session_ct: CancellationToken,
+    /// Requests being served here, by id: their handlers' cancellation tokens.
+    in_flight: std::sync::Mutex<HashMap<RequestId, CancellationToken>>,
+    /// How often a request must touch the session, and when one last did.
+    touch_interval: Duration,
+    last_touch: std::sync::Mutex<tokio::time::Instant>,
+}
+
+/// Sessions whose requests may be served directly, by id.
+pub(crate) type DirectSessions<S> = Arc<
+    std::sync::Mutex<
+        HashMap<crate::transport::streamable_http_server::SessionId, Arc<DirectSession<S>>>,
+    >,
+>;
+
+impl<S> DirectSession<S>
+where
+    S: Service<RoleServer> + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        service: Arc<S>,
+        peer: Peer<RoleServer>,
+        session_ct: CancellationToken,
+        touch_interval: Duration,
+    ) -> Self {
+        Self {
+            service,
+            peer,
+            session_ct,
+            in_flight: std::sync::Mutex::default(),
+            touch_interval,
+            last_touch: std::sync::Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    /// Whether `request` can be served here (see the module's documentation).
+    pub(crate) fn takes(&self, request: &JsonRpcRequest<ClientRequest>) -> bool {
+        if !matches!(request.request, ClientRequest::CallToolRequest(_))
+            || request.request.get_meta().get_progress_token().is_some()
+        {
+            return false;
+        }
+        self.peer.peer_info().is_some_and(|info| {
+            let capabilities = &info.capabilities;
+            capabilities.sampling.is_none()
+                && capabilities.elicitation.is_none()
+                && capabilities.roots.is_none()
+        })
+    }
+
+    /// True when this request should touch the session: the last touch is at least the
+    /// manager's interval ago. Claims the touch, so concurrent requests make one between them.
+    pub(crate) fn claim_touch(&self) -> bool {
+        let now = tokio::time::Instant::now();
+        let mut last = self.last_touch.lock().expect("last touch lock poisoned");
+        if now.saturating_duration_since(*last) < self.touch_interval {
+            return false;
+        }
+        *last = now;
+        true
+    }
+
+    /// Cancels the request `id` if it is being served here; true if it was.
+    pub(crate) fn cancel(&self, id: &RequestId) -> bool {
+        let token = self
+            .in_flight
+            .lock()
+            .expect("in-flight lock poisoned")
+            .remove(id);
+        token.map(|token| token.cancel()).is_some()
+    }
+
+    /// Starts the request's handler on a task of its own; the returned call resolves to its
+    /// answer.
+    pub(crate) fn start(self: Arc<Self>, request: JsonRpcRequest<ClientRequest>) -> DirectCall<S> {
+        let JsonRpcRequest {
+            id, mut request, ..
+        } = request;
+        let ct = self.session_ct.child_token();
+        let registered = InFlight::register(self.clone(), id.clone(), ct.clone());
+        let mut meta = RequestMetaObject::new();
+        std::mem::swap(&mut meta, request.get_meta_mut());
+        let mut extensions = Extensions::new();
+        std::mem::swap(&mut extensions, request.extensions_mut());
+        let context = RequestContext {
+            ct,
+            id: id.clone(),
+            peer: self.peer.clone(),
+            meta,
+            extensions,
+        };
+        let version = context.meta.protocol_version();
+        let service = self.service.clone();
+        let handler = ORIGINATING_REQUEST.scope(
+            id,
+            ORIGINATING_PROTOCOL_VERSION.scope(version, async move {
+                // Boxed, as the service loop boxes it: a handler's future can be large.
+                Box::pin(service.handle_request(request, context)).await
+            }),
+        );
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            handler,
+            tracing::Span::current(),
+        ));
+        DirectCall { task, registered }
+    }
+}
+
+/// A session's entry in [`DirectSessions`] for as long as this lives (its service task holds it
+/// until the service ends, and drops it on the way out, a panic included).
+pub(crate) struct Registration<S> {
+    sessions: DirectSessions<S>,
+    id: SessionId,
+}
+
+impl<S> Registration<S> {
+    pub(crate) fn new(
+        sessions: DirectSessions<S>,
+        id: SessionId,
+        session: DirectSession<S>,
+    ) -> Self {
+        if let Ok(mut map) = sessions.lock() {
+            map.insert(id.clone(), Arc::new(session));
+        }
+        Self { sessions, id }
+    }
+}
+
+impl<S> Drop for Registration<S> {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.sessions.lock() {
+            map.remove(&self.id);
+        }
+    }
+}
+
+/// A request being served on a task of its own: resolves to its answer.
+pub(crate) struct DirectCall<S> {
+    task: tokio::task::JoinHandle<Result<ServerResult, ErrorData>>,
+    registered: InFlight<S>,
+}
+
+impl<S> Future for DirectCall<S> {
+    type Output = ServerJsonRpcMessage;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let joined = ready!(Pin::new(&mut self.task).poll(cx));
+        let id = self.registered.id.clone();
+        Poll::Ready(match joined {
+            Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
+            Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
+            Err(error) => {
+                tracing::error!(%id, %error, "request handler failed");
+                ServerJsonRpcMessage::error(
+                    ErrorData::internal_error("the request's handler failed", None),
+                    Some(id),
+                )
+            }
+        })
+    }
+}
+
+/// A request's cancellation token in [`DirectSession::in_flight`] while it is served.
+struct InFlight<S> {
+    session: Arc<DirectSession<S>>,
+    id: RequestId,
+}
+
+impl<S> InFlight<S> {
+    fn register(session: Arc<DirectSession<S>>, id: RequestId, ct: CancellationToken) -> Self {
+        session
+            .in_flight
+            .lock()
+            .expect("in-flight lock poisoned")
+            .insert(id.clone(), ct);
+        Self { session, id }
+    }
+}
+
+impl<S> Drop for InFlight<S> {
+    fn drop(&mut self) {
+        if let Ok(mut in_flight) = self.session.in_flight.lock() {
+            in_flight.remove(&self.id);
+        }
+    }
+}
