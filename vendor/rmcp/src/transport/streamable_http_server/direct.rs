@@ -23,7 +23,9 @@
 //! - the handler runs to its end on a task of its own even if the client goes away, as the
 //!   loop's spawned handler did: a call that reached a backend finishes and is accounted for;
 //! - the reply is the worker path's: JSON when the answer comes within the keep-alive
-//!   interval, else an SSE stream with keep-alive pings until it does (`session_reply`).
+//!   interval, else an SSE stream with keep-alive pings until it does (`session_reply`); a
+//!   request its client cancelled gets no answer (an SSE stream that ends without one), as the
+//!   service loop drops the answer of a cancelled request.
 
 use std::{
     collections::HashMap,
@@ -193,12 +195,17 @@ pub(crate) struct DirectCall<S> {
 }
 
 impl<S> Future for DirectCall<S> {
-    type Output = ServerJsonRpcMessage;
+    /// The answer, or `None` when the client cancelled the request: as the service loop does,
+    /// no answer is sent for a request its client cancelled.
+    type Output = Option<ServerJsonRpcMessage>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let joined = ready!(Pin::new(&mut self.task).poll(cx));
+        if !self.registered.finish() {
+            return Poll::Ready(None);
+        }
         let id = self.registered.id.clone();
-        Poll::Ready(match joined {
+        Poll::Ready(Some(match joined {
             Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
             Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
             Err(error) => {
@@ -208,7 +215,7 @@ impl<S> Future for DirectCall<S> {
                     Some(id),
                 )
             }
-        })
+        }))
     }
 }
 
@@ -229,10 +236,20 @@ impl<S> InFlight<S> {
     }
 }
 
+impl<S> InFlight<S> {
+    /// Takes the request out of the in-flight map; false when [`DirectSession::cancel`] took
+    /// it first (the client cancelled it).
+    fn finish(&mut self) -> bool {
+        self.session
+            .in_flight
+            .lock()
+            .map(|mut in_flight| in_flight.remove(&self.id).is_some())
+            .unwrap_or(false)
+    }
+}
+
 impl<S> Drop for InFlight<S> {
     fn drop(&mut self) {
-        if let Ok(mut in_flight) = self.session.in_flight.lock() {
-            in_flight.remove(&self.id);
-        }
+        self.finish();
     }
 }

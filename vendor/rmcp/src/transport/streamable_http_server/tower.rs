@@ -1659,8 +1659,9 @@ where
             return Ok(Err(internal_error_response("touch session")(error).into()));
         }
         let call = direct.start(request);
-        let answer =
-            futures::stream::once(async move { ServerSseMessage::from_message(call.await) });
+        // No answer when the client cancelled the request: the stream then ends empty.
+        let answer = futures::stream::once(call)
+            .filter_map(|answer| std::future::ready(answer.map(ServerSseMessage::from_message)));
         Ok(Ok(self.session_reply(answer).await))
     }
 
