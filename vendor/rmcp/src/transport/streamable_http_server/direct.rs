@@ -30,7 +30,7 @@
 use std::{
     collections::HashMap,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, PoisonError},
     task::{Context, Poll, ready},
     time::Duration,
 };
@@ -61,11 +61,8 @@ pub(crate) struct DirectSession<S> {
 }
 
 /// Sessions whose requests may be served directly, by id.
-pub(crate) type DirectSessions<S> = Arc<
-    std::sync::Mutex<
-        HashMap<crate::transport::streamable_http_server::SessionId, Arc<DirectSession<S>>>,
-    >,
->;
+pub(crate) type DirectSessions<S> =
+    Arc<std::sync::Mutex<HashMap<SessionId, Arc<DirectSession<S>>>>>;
 
 impl<S> DirectSession<S>
 where
@@ -106,7 +103,10 @@ where
     /// manager's interval ago. Claims the touch, so concurrent requests make one between them.
     pub(crate) fn claim_touch(&self) -> bool {
         let now = tokio::time::Instant::now();
-        let mut last = self.last_touch.lock().expect("last touch lock poisoned");
+        let mut last = self
+            .last_touch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if now.saturating_duration_since(*last) < self.touch_interval {
             return false;
         }
@@ -119,7 +119,7 @@ where
         let token = self
             .in_flight
             .lock()
-            .expect("in-flight lock poisoned")
+            .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
         token.map(|token| token.cancel()).is_some()
     }
@@ -173,18 +173,20 @@ impl<S> Registration<S> {
         id: SessionId,
         session: DirectSession<S>,
     ) -> Self {
-        if let Ok(mut map) = sessions.lock() {
-            map.insert(id.clone(), Arc::new(session));
-        }
+        sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), Arc::new(session));
         Self { sessions, id }
     }
 }
 
 impl<S> Drop for Registration<S> {
     fn drop(&mut self) {
-        if let Ok(mut map) = self.sessions.lock() {
-            map.remove(&self.id);
-        }
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
     }
 }
 
@@ -230,7 +232,7 @@ impl<S> InFlight<S> {
         session
             .in_flight
             .lock()
-            .expect("in-flight lock poisoned")
+            .unwrap_or_else(PoisonError::into_inner)
             .insert(id.clone(), ct);
         Self { session, id }
     }
@@ -243,8 +245,9 @@ impl<S> InFlight<S> {
         self.session
             .in_flight
             .lock()
-            .map(|mut in_flight| in_flight.remove(&self.id).is_some())
-            .unwrap_or(false)
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id)
+            .is_some()
     }
 }
 

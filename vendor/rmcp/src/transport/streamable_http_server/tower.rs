@@ -1630,7 +1630,11 @@ where
     }
 
     fn direct_session(&self, id: &SessionId) -> Option<Arc<DirectSession<S>>> {
-        self.direct.lock().ok()?.get(id).cloned()
+        self.direct
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
     }
 
     /// Answers `message` on this task when it is a request its session may answer here
