@@ -56,7 +56,6 @@ pub enum SessionsError {
 pub struct CappedSessions {
     inner: LocalSessionManager,
     max_sessions: usize,
-    idle_timeout: Duration,
     /// Serializes creation, so two `initialize`s cannot both take the last place.
     creating: tokio::sync::Mutex<()>,
 }
@@ -71,7 +70,6 @@ impl CappedSessions {
         Self {
             inner,
             max_sessions: limits.max_sessions,
-            idle_timeout: limits.idle_timeout,
             creating: tokio::sync::Mutex::new(()),
         }
     }
@@ -152,7 +150,9 @@ impl SessionManager for CappedSessions {
     }
 
     fn direct_touch_interval(&self) -> Option<Duration> {
-        Some(self.idle_timeout / 4)
+        // A quarter of the idle limit (no limit, no need to touch).
+        let keep_alive = self.inner.session_config.keep_alive;
+        Some(keep_alive.map_or(Duration::MAX, |limit| limit / 4))
     }
 
     async fn touch_session(&self, id: &SessionId) -> Result<(), Self::Error> {

@@ -40,8 +40,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Peer, RoleServer,
     model::{
-        ClientRequest, ErrorData, Extensions, GetExtensions, GetMeta, JsonRpcRequest, RequestId,
-        RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+        ClientRequest, ErrorData, GetExtensions, GetMeta, JsonRpcRequest, RequestId,
+        ServerJsonRpcMessage, ServerResult,
     },
     service::{ORIGINATING_PROTOCOL_VERSION, ORIGINATING_REQUEST, RequestContext, Service},
     transport::streamable_http_server::SessionId,
@@ -55,8 +55,7 @@ pub(crate) struct DirectSession<S> {
     session_ct: CancellationToken,
     /// Requests being served here, by id: their handlers' cancellation tokens.
     in_flight: std::sync::Mutex<HashMap<RequestId, CancellationToken>>,
-    /// How often a request must touch the session, and when one last did.
-    touch_interval: Duration,
+    /// When a request last touched the session.
     last_touch: std::sync::Mutex<tokio::time::Instant>,
 }
 
@@ -72,14 +71,12 @@ where
         service: Arc<S>,
         peer: Peer<RoleServer>,
         session_ct: CancellationToken,
-        touch_interval: Duration,
     ) -> Self {
         Self {
             service,
             peer,
             session_ct,
             in_flight: std::sync::Mutex::default(),
-            touch_interval,
             last_touch: std::sync::Mutex::new(tokio::time::Instant::now()),
         }
     }
@@ -99,29 +96,31 @@ where
         })
     }
 
-    /// True when this request should touch the session: the last touch is at least the
-    /// manager's interval ago. Claims the touch, so concurrent requests make one between them.
-    pub(crate) fn claim_touch(&self) -> bool {
+    /// True when this request should touch the session: the last touch is at least `interval`
+    /// (the manager's) ago. Claims the touch, so concurrent requests make one between them.
+    pub(crate) fn claim_touch(&self, interval: Duration) -> bool {
         let now = tokio::time::Instant::now();
         let mut last = self
             .last_touch
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_duration_since(*last) < self.touch_interval {
+        if now.saturating_duration_since(*last) < interval {
             return false;
         }
         *last = now;
         true
     }
 
-    /// Cancels the request `id` if it is being served here; true if it was.
-    pub(crate) fn cancel(&self, id: &RequestId) -> bool {
+    /// Cancels the request `id` if it is being served here.
+    pub(crate) fn cancel(&self, id: &RequestId) {
         let token = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
-        token.map(|token| token.cancel()).is_some()
+        if let Some(token) = token {
+            token.cancel();
+        }
     }
 
     /// Starts the request's handler on a task of its own; the returned call resolves to its
@@ -132,16 +131,12 @@ where
         } = request;
         let ct = self.session_ct.child_token();
         let registered = InFlight::register(self.clone(), id.clone(), ct.clone());
-        let mut meta = RequestMetaObject::new();
-        std::mem::swap(&mut meta, request.get_meta_mut());
-        let mut extensions = Extensions::new();
-        std::mem::swap(&mut extensions, request.extensions_mut());
         let context = RequestContext {
             ct,
             id: id.clone(),
             peer: self.peer.clone(),
-            meta,
-            extensions,
+            meta: std::mem::take(request.get_meta_mut()),
+            extensions: std::mem::take(request.extensions_mut()),
         };
         let version = context.meta.protocol_version();
         let service = self.service.clone();
@@ -236,9 +231,7 @@ impl<S> InFlight<S> {
             .insert(id.clone(), ct);
         Self { session, id }
     }
-}
 
-impl<S> InFlight<S> {
     /// Takes the request out of the in-flight map; false when [`DirectSession::cancel`] took
     /// it first (the client cancelled it).
     fn finish(&mut self) -> bool {

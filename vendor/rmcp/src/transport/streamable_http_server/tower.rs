@@ -1618,15 +1618,12 @@ where
         (self.service_factory)()
     }
 
-    /// Where a new session registers for requests answered on the HTTP task, and how often
-    /// they touch it; `None` when replies are SSE or the session manager keeps every request on
-    /// the worker (toolforge patch, `direct.rs`).
-    fn direct_sessions(&self) -> Option<(DirectSessions<S>, Duration)> {
-        if !self.config.json_response {
-            return None;
-        }
-        let touch_interval = self.session_manager.direct_touch_interval()?;
-        Some((self.direct.clone(), touch_interval))
+    /// Where a new session registers for requests answered on the HTTP task; `None` when
+    /// replies are SSE or the session manager keeps every request on the worker (toolforge
+    /// patch, `direct.rs`).
+    fn direct_sessions(&self) -> Option<DirectSessions<S>> {
+        (self.config.json_response && self.session_manager.direct_touch_interval().is_some())
+            .then(|| self.direct.clone())
     }
 
     fn direct_session(&self, id: &SessionId) -> Option<Arc<DirectSession<S>>> {
@@ -1650,14 +1647,12 @@ where
                 .filter(|direct| direct.takes(request)),
             _ => None,
         };
-        let Some(direct) = direct else {
-            return Err(message);
+        let (direct, request) = match (direct, message) {
+            (Some(direct), ClientJsonRpcMessage::Request(request)) => (direct, request),
+            (_, message) => return Err(message),
         };
-        let request = match message {
-            ClientJsonRpcMessage::Request(request) => request,
-            other => return Err(other),
-        };
-        if direct.claim_touch()
+        if let Some(interval) = self.session_manager.direct_touch_interval()
+            && direct.claim_touch(interval)
             && let Err(error) = self.session_manager.touch_session(session_id).await
         {
             return Ok(Err(internal_error_response("touch session")(error).into()));
@@ -1912,7 +1907,7 @@ where
         transport: M::Transport,
         init_done_tx: Option<tokio::sync::oneshot::Sender<()>>,
         cancellation_token: CancellationToken,
-        direct: Option<(DirectSessions<S>, Duration)>,
+        direct: Option<DirectSessions<S>>,
     ) where
         S: crate::ServerHandler + Send + 'static,
         M: SessionManager,
@@ -1935,12 +1930,11 @@ where
                     }
                     // From here until the service ends, the session's requests may be
                     // answered on the HTTP task.
-                    let _direct = direct.map(|(sessions, touch_interval)| {
+                    let _direct = direct.map(|sessions| {
                         let session = DirectSession::new(
                             svc.shared_service(),
                             svc.peer().clone(),
                             svc.shared_cancellation_token(),
-                            touch_interval,
                         );
                         Registration::new(sessions, session_id.clone(), session)
                     });
