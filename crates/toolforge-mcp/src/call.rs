@@ -12,10 +12,11 @@ use std::future::Future;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, InputRequiredResult, ProgressToken, ServerResult,
+    ClientJsonRpcMessage, ClientRequest, InputRequiredResult, ProgressToken, ServerJsonRpcMessage,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpError;
+use rmcp::transport::streamable_http_client::{DirectOutcome, DirectRequests, StreamableHttpError};
 use rmcp::{ErrorData as McpError, Peer, RoleClient};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -292,14 +293,16 @@ async fn attempt_call(
     cancel: &CancellationToken,
 ) -> Result<CallToolResult, AttemptError> {
     let server = up.cfg.name.as_str();
-    let timed_out = || {
-        let error = CallError::Timeout {
-            server: server.to_owned(),
-            after: up.cfg.call_timeout,
-        };
-        (error, None)
-    };
     let peer = ready_peer(up, deadline).await.map_err(|e| (e, None))?;
+    // Without a progress token to map, the call needs nothing of the peer until the server
+    // sends something besides its answer.
+    if ctx.progress.is_none()
+        && let Some(direct) = &up.direct
+        && let Some(result) =
+            direct_attempt(up, &peer, direct, params, ctx, (deadline, cancel)).await
+    {
+        return result;
+    }
     let mut guard = up.relay.register(ctx.caller.as_ref());
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
     let sent = tokio::time::timeout_at(
@@ -308,7 +311,7 @@ async fn attempt_call(
     )
     .await;
     let handle = match sent {
-        Err(_) => return Err(timed_out()),
+        Err(_) => return Err(timed_out(up)),
         // The connection's task was gone: the request never left this process.
         Ok(Err(ServiceError::TransportClosed)) => {
             let error = transport_error(server, "the connection was closed before the send");
@@ -331,13 +334,104 @@ async fn attempt_call(
         () = cancel.cancelled() => return Err((CallError::Cancelled, None)),
     };
     let Ok(answer) = answer else {
-        return Err(timed_out());
+        return Err(timed_out(up));
     };
     cancel_guard.peer = None;
     if ctx.progress.is_some() {
         up.relay.settle_progress().await;
     }
     drop(guard);
+    call_result(server, answer)
+}
+
+/// One `tools/call` posted on the server's HTTP session from this task
+/// ([`DirectRequests`]), its answer read from the POST's response; none when it was not sent
+/// (no session to post on, as many such calls in flight as the transport allows, or the session
+/// had expired), for the peer to send. When the server sends something before its answer, the
+/// peer takes the request and the rest of the stream, as if it had sent it.
+async fn direct_attempt(
+    up: &Upstream,
+    peer: &Peer<RoleClient>,
+    direct: &DirectRequests<reqwest::Client>,
+    params: &CallToolRequestParams,
+    ctx: &CallContext,
+    (deadline, cancel): (Instant, &CancellationToken),
+) -> Option<Result<CallToolResult, AttemptError>> {
+    let server = up.cfg.name.as_str();
+    let id = peer.next_request_id();
+    let guard = up.relay.register(ctx.caller.as_ref());
+    guard.sent(id.clone());
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+    let mut cancel_guard = CancelOnDrop {
+        peer: Some(peer.clone()),
+        id: id.clone(),
+    };
+    let sent = tokio::select! {
+        r = tokio::time::timeout_at(deadline, direct.send(ClientJsonRpcMessage::request(request, id.clone()))) => r,
+        () = cancel.cancelled() => return Some(Err((CallError::Cancelled, None))),
+    };
+    let Ok(outcome) = sent else {
+        return Some(Err(timed_out(up)));
+    };
+    let answer = match outcome {
+        DirectOutcome::NotSent => {
+            cancel_guard.peer = None;
+            return None;
+        }
+        DirectOutcome::Failed(e) => {
+            cancel_guard.peer = None;
+            let failure = classify_transport(&e);
+            return Some(Err((transport_error(server, e.to_string()), Some(failure))));
+        }
+        DirectOutcome::Answered(message) => answer_of(message),
+        DirectOutcome::Streaming(stream) => {
+            let Ok(handle) = peer
+                .expect_response(id, PeerRequestOptions::no_options())
+                .await
+            else {
+                let error =
+                    transport_error(server, "the connection closed before the server answered");
+                return Some(Err((error, Some(Failure::Network))));
+            };
+            stream.start();
+            let answer = tokio::select! {
+                r = tokio::time::timeout_at(deadline, handle.await_response()) => r,
+                () = cancel.cancelled() => return Some(Err((CallError::Cancelled, None))),
+            };
+            let Ok(answer) = answer else {
+                return Some(Err(timed_out(up)));
+            };
+            answer
+        }
+    };
+    cancel_guard.peer = None;
+    drop(guard);
+    Some(call_result(server, answer))
+}
+
+/// The answer a server posted back, as the peer hands answers over.
+fn answer_of(message: ServerJsonRpcMessage) -> Result<ServerResult, ServiceError> {
+    match message {
+        ServerJsonRpcMessage::Response(response) => Ok(response.result),
+        ServerJsonRpcMessage::Error(error) => Err(ServiceError::McpError(error.error)),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+fn timed_out(up: &Upstream) -> AttemptError {
+    let error = CallError::Timeout {
+        server: up.cfg.name.clone(),
+        after: up.cfg.call_timeout,
+    };
+    (error, None)
+}
+
+/// A `tools/call`'s answer as the call's result, or the error and what it means to the retry
+/// policy.
+fn call_result(
+    server: &str,
+    answer: Result<ServerResult, ServiceError>,
+) -> Result<CallToolResult, AttemptError> {
     match answer {
         Ok(ServerResult::CallToolResult(result)) => Ok(result),
         Ok(ServerResult::InputRequiredResult(result)) => {

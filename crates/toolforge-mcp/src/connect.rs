@@ -70,7 +70,13 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             }
             let cfg =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-            let transport = StreamableHttpClientTransport::with_client(backend_http_client()?, cfg);
+            let client = backend_http_client()?;
+            let transport = match &up.direct {
+                Some(direct) => {
+                    StreamableHttpClientTransport::with_direct_requests(client, cfg, direct.clone())
+                }
+                None => StreamableHttpClientTransport::with_client(client, cfg),
+            };
             up.relay
                 .clone()
                 .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))

@@ -22,6 +22,8 @@ pub mod config;
 mod connect;
 mod events;
 mod guard;
+#[cfg(test)]
+mod http_call_tests;
 mod isolation;
 mod listed_tool;
 mod listen;
@@ -33,6 +35,8 @@ pub mod relay;
 mod supervise;
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod testing_http;
 pub mod trace_context;
 mod upstream;
 

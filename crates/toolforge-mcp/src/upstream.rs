@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use parking_lot::RwLock;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerCapabilities};
+use rmcp::transport::streamable_http_client::DirectRequests;
 use rmcp::{Peer, RoleClient};
 use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::cache::CatalogCache;
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, Transport};
 use crate::listed_tool::ListedTool;
 use crate::pins::{Pinning, Quarantined};
 use crate::relay::Relay;
@@ -69,6 +70,9 @@ pub(crate) struct Upstream {
     pub relay: Relay,
     pub status: RwLock<Status>,
     pub peer: RwLock<Option<Peer<RoleClient>>>,
+    /// An HTTP server's session, for `tools/call`s posted from the caller's task
+    /// (`crate::call`); none for a stdio server.
+    pub direct: Option<DirectRequests<reqwest::Client>>,
     pub lists: RwLock<Lists>,
     pub cache: Option<Arc<CatalogCache>>,
     /// Pins and the poisoning guard: applied to every list set (none: every tool offered).
@@ -99,6 +103,7 @@ impl Upstream {
                 restarts: 0,
             }),
             peer: RwLock::new(None),
+            direct: matches!(cfg.transport, Transport::Http { .. }).then(DirectRequests::new),
             lists: RwLock::new(Lists::default()),
             cache,
             pinning: None,

@@ -769,6 +769,13 @@ pub(crate) enum PeerSinkMessage<R: ServiceRole> {
         notification: R::Not,
         responder: Responder<Result<(), ServiceError>>,
     },
+    /// A request sent by other means whose answer will come in with the peer's messages:
+    /// `registered` is told once `responder` waits for it.
+    Expect {
+        id: RequestId,
+        responder: Responder<Result<R::PeerResp, ServiceError>>,
+        registered: Responder<()>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -916,6 +923,40 @@ impl<R: ServiceRole> Peer<R> {
         options: PeerRequestOptions,
     ) -> Result<RequestHandle<R>, ServiceError> {
         self.send_request_with_option(request, options).await
+    }
+
+    /// The id for a request sent by other means than this peer (a client's
+    /// `DirectRequests`), unique among this peer's own.
+    pub fn next_request_id(&self) -> RequestId {
+        self.request_id_provider.next_request_id()
+    }
+
+    /// Waits for the answer to the request `id`, sent by other means than this peer, to come
+    /// in with the peer's messages: once this returns, an answer that arrives goes to the
+    /// handle, and the peer's requests associated with `id` are let through.
+    pub async fn expect_response(
+        &self,
+        id: RequestId,
+        options: PeerRequestOptions,
+    ) -> Result<RequestHandle<R>, ServiceError> {
+        let (responder, rx) = tokio::sync::oneshot::channel();
+        let (registered, was_registered) = tokio::sync::oneshot::channel();
+        let expect = PeerSinkMessage::Expect {
+            id: id.clone(),
+            responder,
+            registered,
+        };
+        if self.tx.send(expect).await.is_err() || was_registered.await.is_err() {
+            return Err(ServiceError::TransportClosed);
+        }
+        Ok(RequestHandle {
+            id,
+            rx,
+            progress_token: self.progress_token_provider.next_progress_token(),
+            options,
+            peer: self.clone(),
+            progress_reset_rx: None,
+        })
     }
 
     pub async fn send_request_with_option(
@@ -1622,6 +1663,17 @@ where
                             result: r.map_err(DynamicTransportError::new::<T, R>),
                         })));
                     }
+                }
+                Event::ProxyMessage(PeerSinkMessage::Expect {
+                    id,
+                    responder,
+                    registered,
+                }) => {
+                    local_responder_pool.insert(id, PendingResponse {
+                        responder,
+                        is_subscription: false,
+                    });
+                    let _ = registered.send(());
                 }
                 Event::ProxyMessage(PeerSinkMessage::Notification {
                     notification,

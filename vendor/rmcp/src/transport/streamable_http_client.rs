@@ -38,6 +38,9 @@ use crate::{
     },
 };
 
+mod direct;
+pub use direct::{DirectOutcome, DirectRequests, HandOver};
+
 type BoxedSseStream = BoxStream<'static, Result<Sse, SseError>>;
 type SseTaskResult<E> = (Option<RequestId>, Result<(), StreamableHttpError<E>>);
 /// The worker's open event streams, polled by the worker itself: a task per stream cost a
@@ -698,6 +701,8 @@ struct SessionCleanupInfo<C> {
 pub struct StreamableHttpClientWorker<C: StreamableHttpClient> {
     pub client: C,
     pub config: StreamableHttpClientTransportConfig,
+    /// Where the worker publishes its session for requests posted by their callers.
+    direct: Option<DirectRequests<C>>,
 }
 
 struct PostResult<C: StreamableHttpClient> {
@@ -723,13 +728,18 @@ impl<C: StreamableHttpClient + Default> StreamableHttpClientWorker<C> {
                 uri: url.into(),
                 ..Default::default()
             },
+            direct: None,
         }
     }
 }
 
 impl<C: StreamableHttpClient> StreamableHttpClientWorker<C> {
     pub fn new(client: C, config: StreamableHttpClientTransportConfig) -> Self {
-        Self { client, config }
+        Self {
+            client,
+            config,
+            direct: None,
+        }
     }
 }
 
@@ -1343,6 +1353,19 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                 ))?;
             let _ = initialized_notification.responder.send(Ok(()));
         }
+        let mut publication = direct::Publication::new(self.direct.clone());
+        if is_legacy_startup {
+            publication.publish(&negotiated_version, || {
+                direct::Session::new(
+                    self.client.clone(),
+                    &config,
+                    session_id.clone(),
+                    &protocol_headers,
+                    sse_worker_tx.clone(),
+                    transport_task_ct.clone(),
+                )
+            });
+        }
         #[expect(
             clippy::large_enum_variant,
             reason = "the event is short-lived and boxing would add allocation in the event loop"
@@ -1402,6 +1425,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                 // Old POSTs have finished or reached the drain deadline.
                 // Retry only ordinary POSTs that returned SessionExpired, at most once each.
                 session_cancellation.cancel();
+                publication.withdraw();
                 recovery_deadline = None;
                 let recovery = tokio::select! {
                     _ = transport_task_ct.cancelled() => {
@@ -1440,6 +1464,16 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                         session_id = new_session_id;
                         negotiated_version = new_version;
                         protocol_headers = new_headers;
+                        publication.publish(&negotiated_version, || {
+                            direct::Session::new(
+                                self.client.clone(),
+                                &config,
+                                session_id.clone(),
+                                &protocol_headers,
+                                sse_worker_tx.clone(),
+                                transport_task_ct.clone(),
+                            )
+                        });
                         session_cleanup_info = session_id.as_ref().map(|sid| SessionCleanupInfo {
                             client: self.client.clone(),
                             uri: config.uri.clone(),
@@ -1714,6 +1748,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                         &tool_header_cache,
                     );
                     if inline_version.is_some() {
+                        publication.withdraw();
                         negotiated_version = request_version.clone();
                         if let Ok(value) = HeaderValue::from_str(request_version.as_str()) {
                             protocol_headers
@@ -2170,6 +2205,18 @@ impl<C: StreamableHttpClient> StreamableHttpClientTransport<C> {
     /// ```
     pub fn with_client(client: C, config: StreamableHttpClientTransportConfig) -> Self {
         let worker = StreamableHttpClientWorker::new(client, config);
+        WorkerTransport::spawn(worker)
+    }
+
+    /// As [`Self::with_client`], publishing the session on `direct` for requests its holders
+    /// post themselves ([`DirectRequests::send`]).
+    pub fn with_direct_requests(
+        client: C,
+        config: StreamableHttpClientTransportConfig,
+        direct: DirectRequests<C>,
+    ) -> Self {
+        let mut worker = StreamableHttpClientWorker::new(client, config);
+        worker.direct = Some(direct);
         WorkerTransport::spawn(worker)
     }
 }
