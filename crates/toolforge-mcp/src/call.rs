@@ -393,7 +393,8 @@ async fn direct_attempt(
                     transport_error(server, "the connection closed before the server answered");
                 return Some(Err((error, Some(Failure::Network))));
             };
-            stream.start();
+            // Read until the answer, or until this call gives up on it.
+            let _reading = stream.start();
             let answer = tokio::select! {
                 r = tokio::time::timeout_at(deadline, handle.await_response()) => r,
                 () = cancel.cancelled() => return Some(Err((CallError::Cancelled, None))),

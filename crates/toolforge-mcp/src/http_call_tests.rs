@@ -3,7 +3,10 @@
 //! first reaching the relay before the answer, an expired session recovered without running the
 //! call twice, and a call the server may have run never sent again.
 
+use std::time::Duration;
+
 use rmcp::model::CallToolRequestParams;
+use tokio_util::sync::CancellationToken;
 use toolforge_retry::{GiveUp, RetryPolicy};
 
 use crate::call::{CallContext, call_tool};
@@ -60,6 +63,39 @@ async fn what_the_server_sends_before_its_answer_is_handled_first() {
         matches!(events.try_recv(), Ok(PoolEvent::ToolsChanged { server }) if server == "pay"),
         "the list change was relayed before the answer"
     );
+}
+
+#[tokio::test]
+async fn a_handed_over_stream_is_closed_when_its_call_gives_up() {
+    let (url, seen) = http_backend(CallReply::ListChangedThenNothing).await;
+    let (up, mut events) = connected_http(&url).await;
+    let cancel = CancellationToken::new();
+    let ctx = CallContext {
+        cancel: Some(cancel.clone()),
+        ..CallContext::default()
+    };
+    let call = tokio::spawn({
+        let up = up.clone();
+        async move { call_tool(&up, RetryPolicy::default(), pay(), ctx).await }
+    });
+    // The notification has been handed to the peer: the stream is the worker's to read now.
+    let relayed = events.recv().await;
+    assert!(matches!(relayed, Some(PoolEvent::ToolsChanged { .. })));
+    cancel.cancel();
+    let failure = call.await.unwrap().expect_err("the caller gave up");
+    assert!(
+        matches!(failure.error, crate::call::CallError::Cancelled),
+        "{}",
+        failure.error
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.get(|s| s.streams_dropped) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stream is still read"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]

@@ -29,6 +29,9 @@ pub(crate) enum CallReply {
     /// An event stream: an `elicitation/create` request (id `e1`), then, once the client has
     /// posted its answer, the result.
     ElicitFirst,
+    /// An event stream: `notifications/tools/list_changed`, then nothing until the client
+    /// closes it.
+    ListChangedThenNothing,
     /// The first call: 404, the session forgotten (not run); then as [`Self::Json`].
     ExpireFirst,
     /// Run, then the connection breaks before the answer is complete.
@@ -45,6 +48,8 @@ pub(crate) struct Seen {
     pub call_meta: Vec<Value>,
     /// Answers the client posted to the backend's own requests.
     pub answers: Vec<Value>,
+    /// Event streams the client closed before their end.
+    pub streams_dropped: u32,
 }
 
 struct Backend {
@@ -136,7 +141,7 @@ async fn handle(
     }
 }
 
-async fn call(backend: &Backend, message: &Value, id: Value) -> Response {
+async fn call(backend: &Arc<Backend>, message: &Value, id: Value) -> Response {
     if matches!(backend.reply, CallReply::ExpireFirst) && backend.seen.lock().initializes == 1 {
         *backend.session.lock() = None;
         return StatusCode::NOT_FOUND.into_response();
@@ -153,6 +158,18 @@ async fn call(backend: &Backend, message: &Value, id: Value) -> Response {
         CallReply::ListChangedFirst => {
             let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
             event_stream(vec![event(&changed), event(&answer)], None)
+        }
+        CallReply::ListChangedThenNothing => {
+            let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            // Never told: the answer stays behind until the client closes the stream.
+            let (never_told, never) = oneshot::channel::<()>();
+            let dropped = DropCounter(backend.clone());
+            let stream = event_stream_body(vec![event(&changed)], Some((never, event(&answer))));
+            let counted = stream.map(move |chunk| {
+                let _held = (&dropped, &never_told);
+                chunk
+            });
+            sse_response(Body::from_stream(counted))
         }
         CallReply::ElicitFirst => {
             let (told, answered) = oneshot::channel();
@@ -188,15 +205,35 @@ fn event(message: &Value) -> Bytes {
 
 /// An event stream of `events`, then, once `after` is told, its event.
 fn event_stream(events: Vec<Bytes>, after: Option<(oneshot::Receiver<()>, Bytes)>) -> Response {
+    sse_response(Body::from_stream(event_stream_body(events, after)))
+}
+
+fn event_stream_body(
+    events: Vec<Bytes>,
+    after: Option<(oneshot::Receiver<()>, Bytes)>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let first = futures::stream::iter(events.into_iter().map(Ok::<_, Infallible>));
     let then = futures::stream::iter(after).then(|(told, event)| async move {
         let _ = told.await;
         Ok(event)
     });
+    first.chain(then)
+}
+
+fn sse_response(body: Body) -> Response {
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(first.chain(then)))
+        .body(body)
         .unwrap()
+}
+
+/// Counts, when dropped, an event stream closed before its end.
+struct DropCounter(Arc<Backend>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.seen.lock().streams_dropped += 1;
+    }
 }
 
 /// A ready [`Upstream`] named `pay` (call timeout 30 s) connected to `url` as the pool connects

@@ -122,7 +122,8 @@ pub enum DirectOutcome<E: std::error::Error + Send + Sync + 'static> {
 }
 
 /// A response stream whose messages go to the worker once started: the message read first,
-/// then the rest, resumed after a drop as the worker resumes its own.
+/// then the rest, resumed after a drop as the worker resumes its own. Bounded as the worker's
+/// streams are: by the server's end of it, the worker's end, and the caller's interest.
 pub struct HandOver<E: std::error::Error + Send + Sync + 'static> {
     request: RequestId,
     first: ServerJsonRpcMessage,
@@ -342,9 +343,10 @@ impl Drop for InFlight<'_> {
 
 impl<E: std::error::Error + Send + Sync + 'static> HandOver<E> {
     /// Sends the stream's messages to the worker, in order, on a task of their own, until the
-    /// answer or the worker's end. A stream that ends without the answer ends the request with
-    /// an error.
-    pub fn start(self) {
+    /// answer, the worker's end, or the caller dropping what this returns (it gave up on the
+    /// request). A stream that ends without the answer ends the request with an error.
+    #[must_use = "dropping the guard stops reading the stream"]
+    pub fn start(self) -> tokio_util::sync::DropGuard {
         let Self {
             request,
             first,
@@ -352,6 +354,8 @@ impl<E: std::error::Error + Send + Sync + 'static> HandOver<E> {
             to_worker,
             transport,
         } = self;
+        let reading = transport.child_token();
+        let guard = reading.clone().drop_guard();
         tokio::spawn(async move {
             let origin = InboundStreamOrigin::OutboundRequest(request.clone());
             let mut next = Some(Ok(first));
@@ -364,7 +368,7 @@ impl<E: std::error::Error + Send + Sync + 'static> HandOver<E> {
                                 Some(message) => message,
                                 None => break,
                             },
-                            () = transport.cancelled() => return,
+                            () = reading.cancelled() => return,
                         }
                     }
                 };
@@ -395,6 +399,7 @@ impl<E: std::error::Error + Send + Sync + 'static> HandOver<E> {
                 .send(ServerJsonRpcMessage::error(error, Some(request)))
                 .await;
         });
+        guard
     }
 }
 
