@@ -15,7 +15,7 @@ use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, InputRequiredResult, ProgressToken, ServerJsonRpcMessage,
     ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::transport::streamable_http_client::{DirectOutcome, DirectRequests, StreamableHttpError};
 use rmcp::{ErrorData as McpError, Peer, RoleClient};
 use tokio::time::Instant;
@@ -329,13 +329,7 @@ async fn attempt_call(
         peer: Some(peer.clone()),
         id: handle.id.clone(),
     };
-    let answer = tokio::select! {
-        r = tokio::time::timeout_at(deadline, handle.await_response()) => r,
-        () = cancel.cancelled() => return Err((CallError::Cancelled, None)),
-    };
-    let Ok(answer) = answer else {
-        return Err(timed_out(up));
-    };
+    let answer = await_answer(up, handle, (deadline, cancel)).await?;
     cancel_guard.peer = None;
     if ctx.progress.is_some() {
         up.relay.settle_progress().await;
@@ -395,19 +389,28 @@ async fn direct_attempt(
             };
             // Read until the answer, or until this call gives up on it.
             let _reading = stream.start();
-            let answer = tokio::select! {
-                r = tokio::time::timeout_at(deadline, handle.await_response()) => r,
-                () = cancel.cancelled() => return Some(Err((CallError::Cancelled, None))),
-            };
-            let Ok(answer) = answer else {
-                return Some(Err(timed_out(up)));
-            };
-            answer
+            match await_answer(up, handle, (deadline, cancel)).await {
+                Ok(answer) => answer,
+                Err(e) => return Some(Err(e)),
+            }
         }
     };
     cancel_guard.peer = None;
     drop(guard);
     Some(call_result(server, answer))
+}
+
+/// Waits for the peer to hand over the answer of `handle`'s request, until `deadline` or the
+/// caller's cancellation.
+async fn await_answer(
+    up: &Upstream,
+    handle: RequestHandle<RoleClient>,
+    (deadline, cancel): (Instant, &CancellationToken),
+) -> Result<Result<ServerResult, ServiceError>, AttemptError> {
+    tokio::select! {
+        r = tokio::time::timeout_at(deadline, handle.await_response()) => r.map_err(|_| timed_out(up)),
+        () = cancel.cancelled() => Err((CallError::Cancelled, None)),
+    }
 }
 
 /// The answer a server posted back, as the peer hands answers over.

@@ -9,15 +9,21 @@ use rmcp::model::CallToolRequestParams;
 use tokio_util::sync::CancellationToken;
 use toolforge_retry::{GiveUp, RetryPolicy};
 
-use crate::call::{CallContext, call_tool};
+use crate::call::{CallContext, CallFailure, CallOutcome, call_tool};
 use crate::relay::PoolEvent;
 use crate::testing_http::{CallReply, connected_http, http_backend};
+use crate::upstream::Upstream;
 
 fn pay() -> CallToolRequestParams {
     CallToolRequestParams::new("pay")
 }
 
-fn text(outcome: &crate::call::CallOutcome) -> String {
+/// A `tools/call` of `pay` with the default retry policy and no caller.
+async fn call(up: &Upstream) -> Result<CallOutcome, CallFailure> {
+    call_tool(up, RetryPolicy::default(), pay(), CallContext::default()).await
+}
+
+fn text(outcome: &CallOutcome) -> String {
     let content = serde_json::to_value(&outcome.result.content).unwrap();
     content[0]["text"].as_str().unwrap_or_default().to_owned()
 }
@@ -34,9 +40,7 @@ async fn a_call_is_answered_from_its_own_post() {
         direct.is_published(),
         "the handshake's session is published"
     );
-    let outcome = call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
-        .await
-        .expect("answered");
+    let outcome = call(&up).await.expect("answered");
     assert_eq!((text(&outcome), outcome.attempts), ("done".to_owned(), 1));
     // Posted by the caller: no progress token (the peer gives every request one).
     seen.get(|s| {
@@ -53,7 +57,7 @@ async fn a_call_is_answered_from_its_own_post() {
 async fn what_the_server_sends_before_its_answer_is_handled_first() {
     let (url, _seen) = http_backend(CallReply::ListChangedFirst).await;
     let (up, mut events) = connected_http(&url).await;
-    let outcome = call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
+    let outcome = call(&up)
         .await
         .expect("answered through the handed-over stream");
     assert_eq!(text(&outcome), "done");
@@ -102,9 +106,7 @@ async fn a_handed_over_stream_is_closed_when_its_call_gives_up() {
 async fn a_server_request_before_the_answer_is_answered_and_the_call_completes() {
     let (url, seen) = http_backend(CallReply::ElicitFirst).await;
     let (up, _events) = connected_http(&url).await;
-    let outcome = call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
-        .await
-        .expect("answered after the elicitation");
+    let outcome = call(&up).await.expect("answered after the elicitation");
     assert_eq!(text(&outcome), "done");
     seen.get(|s| {
         assert_eq!(s.answers.len(), 1, "{:?}", s.answers);
@@ -117,14 +119,12 @@ async fn a_server_request_before_the_answer_is_answered_and_the_call_completes()
 async fn an_expired_session_is_recovered_and_the_call_runs_once() {
     let (url, seen) = http_backend(CallReply::ExpireFirst).await;
     let (up, _events) = connected_http(&url).await;
-    let outcome = call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
-        .await
-        .expect("answered on the new session");
+    let outcome = call(&up).await.expect("answered on the new session");
     assert_eq!(text(&outcome), "done");
     seen.get(|s| assert_eq!((s.initializes, s.calls), (2, 1)));
     let direct = up.direct.as_ref().unwrap();
     assert!(direct.is_published(), "the new session is published");
-    call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
+    call(&up)
         .await
         .expect("the next call goes on the new session");
     seen.get(|s| assert_eq!((s.initializes, s.calls), (2, 2)));
@@ -134,9 +134,7 @@ async fn an_expired_session_is_recovered_and_the_call_runs_once() {
 async fn a_call_whose_answer_broke_off_is_not_sent_again() {
     let (url, seen) = http_backend(CallReply::Break).await;
     let (up, _events) = connected_http(&url).await;
-    let failure = call_tool(&up, RetryPolicy::default(), pay(), CallContext::default())
-        .await
-        .expect_err("the answer broke off");
+    let failure = call(&up).await.expect_err("the answer broke off");
     assert_eq!(failure.attempts, 1);
     assert_eq!(failure.not_retried, Some(GiveUp::MayHaveExecuted));
     seen.get(|s| assert_eq!(s.calls, 1));

@@ -1354,16 +1354,25 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
             let _ = initialized_notification.responder.send(Ok(()));
         }
         let mut publication = direct::Publication::new(self.direct.clone());
+        // Owned, not borrowed from `self`: the client need not be `Sync`, and the closure lives
+        // across the loop's awaits.
+        let direct_session = {
+            let (client, config) = (self.client.clone(), config.clone());
+            let (to_worker, transport) = (sse_worker_tx.clone(), transport_task_ct.clone());
+            move |id: &Option<Arc<str>>, headers: &HashMap<HeaderName, HeaderValue>| {
+                direct::Session::new(
+                    client.clone(),
+                    &config,
+                    id.clone(),
+                    headers,
+                    to_worker.clone(),
+                    transport.clone(),
+                )
+            }
+        };
         if is_legacy_startup {
             publication.publish(&negotiated_version, || {
-                direct::Session::new(
-                    self.client.clone(),
-                    &config,
-                    session_id.clone(),
-                    &protocol_headers,
-                    sse_worker_tx.clone(),
-                    transport_task_ct.clone(),
-                )
+                direct_session(&session_id, &protocol_headers)
             });
         }
         #[expect(
@@ -1465,14 +1474,7 @@ impl<C: StreamableHttpClient> Worker for StreamableHttpClientWorker<C> {
                         negotiated_version = new_version;
                         protocol_headers = new_headers;
                         publication.publish(&negotiated_version, || {
-                            direct::Session::new(
-                                self.client.clone(),
-                                &config,
-                                session_id.clone(),
-                                &protocol_headers,
-                                sse_worker_tx.clone(),
-                                transport_task_ct.clone(),
-                            )
+                            direct_session(&session_id, &protocol_headers)
                         });
                         session_cleanup_info = session_id.as_ref().map(|sid| SessionCleanupInfo {
                             client: self.client.clone(),
