@@ -100,7 +100,7 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 pub fn line_hash(line: &[u8]) -> String {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    hex::encode(Sha256::digest(line))
+    lower_hex(&Sha256::digest(line))
 }
 
 /// The current time as `2026-05-14T09:15:04.382Z`.
@@ -163,7 +163,21 @@ pub fn object_arguments_hash(arguments: Option<&serde_json::Map<String, Value>>)
 }
 
 fn short_hash(canonical: &str) -> String {
-    hex::encode(&Sha256::digest(canonical.as_bytes())[..8])
+    lower_hex(&Sha256::digest(canonical.as_bytes())[..8])
+}
+
+/// `bytes` (a hash) in lower-case hex. Each call's trace record takes two: `hex::encode`
+/// collects one `char` at a time into the `String`, about 2,200 instructions for a 32-byte
+/// hash; this writes the digits into a buffer and copies them once.
+fn lower_hex(bytes: &[u8]) -> String {
+    let mut buffer = [0_u8; 64];
+    let Some(digits) = buffer.get_mut(..bytes.len() * 2) else {
+        return hex::encode(bytes);
+    };
+    match hex::encode_to_slice(bytes, digits).map(|()| std::str::from_utf8(digits)) {
+        Ok(Ok(text)) => text.to_owned(),
+        _ => hex::encode(bytes),
+    }
 }
 
 enum Command {
@@ -598,6 +612,18 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 16);
         assert_ne!(a, arguments_hash(&json!({"b": 2})));
+    }
+
+    #[test]
+    fn a_line_hashes_as_the_lower_hex_sha256_of_its_bytes_without_the_break() {
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(line_hash(b"abc\n"), abc);
+        assert_eq!(line_hash(b"abc\r\n"), abc);
+        // Any length, as `hex` writes it (longer than a hash too).
+        let bytes: Vec<u8> = (0..=255).collect();
+        for len in [0, 1, 8, 31, 32, 33, 256] {
+            assert_eq!(lower_hex(&bytes[..len]), hex::encode(&bytes[..len]));
+        }
     }
 
     #[test]

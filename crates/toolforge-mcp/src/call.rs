@@ -378,10 +378,11 @@ async fn direct_attempt(
             return Some(Err((transport_error(server, e.to_string()), Some(failure))));
         }
         DirectOutcome::Answered(message) => answer_of(message),
+        // Boxed, as this branch is rare: inline, its futures would make this function's, and
+        // every one that awaits it, several kilobytes larger, copied with each of their moves.
         DirectOutcome::Streaming(stream) => {
-            let Ok(handle) = peer
-                .expect_response(id, PeerRequestOptions::no_options())
-                .await
+            let Ok(handle) =
+                Box::pin(peer.expect_response(id, PeerRequestOptions::no_options())).await
             else {
                 let error =
                     transport_error(server, "the connection closed before the server answered");
@@ -389,7 +390,7 @@ async fn direct_attempt(
             };
             // Read until the answer, or until this call gives up on it.
             let _reading = stream.start();
-            match await_answer(up, handle, (deadline, cancel)).await {
+            match Box::pin(await_answer(up, handle, (deadline, cancel))).await {
                 Ok(answer) => answer,
                 Err(e) => return Some(Err(e)),
             }

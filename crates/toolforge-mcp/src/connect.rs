@@ -13,7 +13,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::Transport;
-use crate::options::PoolOptions;
+use crate::options::{BackendProxy, PoolOptions};
 use crate::relay::Relay;
 use crate::upstream::Upstream;
 
@@ -70,7 +70,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             }
             let cfg =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
-            let client = backend_http_client()?;
+            let client = backend_http_client(options.backend_proxy)?;
             let transport = match &up.direct {
                 Some(direct) => {
                     StreamableHttpClientTransport::with_direct_requests(client, cfg, direct.clone())
@@ -134,7 +134,7 @@ const MAX_BACKEND_REDIRECTS: usize = 10;
 /// back clean; with `TCP_NODELAY` no Nagle / delayed-ACK stall waits on the next request.
 /// Redirects are rmcp's rule: same-origin 307 and 308 only (they keep the method and the body,
 /// and never replay the session id or custom headers to another host).
-fn backend_http_client() -> Result<reqwest::Client, String> {
+fn backend_http_client(proxy: BackendProxy) -> Result<reqwest::Client, String> {
     let redirects = reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(
             attempt.status(),
@@ -152,10 +152,13 @@ fn backend_http_client() -> Result<reqwest::Client, String> {
             attempt.follow()
         }
     });
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_idle_timeout(Duration::from_secs(30))
-        .redirect(redirects)
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))
+        .redirect(redirects);
+    let builder = match proxy {
+        BackendProxy::Environment => builder,
+        BackendProxy::None => builder.no_proxy(),
+    };
+    builder.build().map_err(|e| format!("HTTP client: {e}"))
 }

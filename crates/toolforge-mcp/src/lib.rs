@@ -44,6 +44,7 @@ pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use listed_tool::ListedTool;
+pub use options::BackendProxy;
 pub use pins::{PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,

@@ -19,4 +19,19 @@ pub struct PoolOptions {
     /// Do not start servers whose tools are in the cache (a dry run never contacts a server;
     /// servers missing from the cache are started once to fill it).
     pub cached_only: bool,
+    /// Where HTTP requests to backends look for a proxy.
+    pub backend_proxy: BackendProxy,
+}
+
+/// Where HTTP requests to backends look for a proxy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendProxy {
+    /// The proxy environment variables, as reqwest reads them (`HTTP_PROXY`, `HTTPS_PROXY`,
+    /// `ALL_PROXY` and `NO_PROXY`, in either case).
+    #[default]
+    Environment,
+    /// None: every request goes straight to its backend. reqwest asks its environment matcher
+    /// about every request even when no variable names a proxy (about 1,400 instructions per
+    /// proxied `tools/call`), so the binary chooses this when none does.
+    None,
 }

@@ -169,8 +169,28 @@ pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
             .ok()
             .map(|exe| ("toolforge".to_owned(), exe)),
         cache: catalog_cache().await?,
+        backend_proxy: backend_proxy(process_env_sets),
         ..Default::default()
     })
+}
+
+/// How backends are reached: through the proxy the process environment names, if any (reqwest
+/// reads these variables from it, upper case first; `NO_PROXY` alone names none), else
+/// directly, without asking reqwest's proxy matcher about every request.
+fn backend_proxy(sets: impl Fn(&str) -> bool) -> toolforge_mcp::BackendProxy {
+    const NAMING_A_PROXY: [&str; 6] = [
+        "ALL_PROXY",
+        "all_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+    ];
+    if NAMING_A_PROXY.iter().any(|name| sets(name)) {
+        toolforge_mcp::BackendProxy::Environment
+    } else {
+        toolforge_mcp::BackendProxy::None
+    }
 }
 
 /// The catalog cache: `CATALOG_CACHE_BACKEND` = `sqlite` (the default: persistent, so a dry
@@ -307,7 +327,24 @@ pub async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_dotenv;
+    use super::{backend_proxy, parse_dotenv};
+    use toolforge_mcp::BackendProxy;
+
+    #[test]
+    fn backends_are_reached_through_a_proxy_only_when_a_variable_names_one() {
+        for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"] {
+            assert_eq!(
+                backend_proxy(|set| set == name),
+                BackendProxy::Environment,
+                "{name}"
+            );
+        }
+        assert_eq!(backend_proxy(|_| false), BackendProxy::None);
+        assert_eq!(
+            backend_proxy(|set| set == "NO_PROXY" || set == "PATH"),
+            BackendProxy::None
+        );
+    }
 
     #[test]
     fn dotenv_lines_comments_quotes_and_export() {

@@ -160,17 +160,17 @@ impl<C: StreamableHttpClient> DirectRequests<C> {
         let Some((session, _slot)) = self.take_slot() else {
             return DirectOutcome::NotSent;
         };
-        let posted = session
-            .client
-            .post_message_with_response_limits(
-                session.uri.clone(),
-                message,
-                session.id.clone(),
-                session.auth_header.clone(),
-                (*session.headers).clone(),
-                session.limits,
-            )
-            .await;
+        // Boxed: the POST's future is most of this one's, and inline it would be copied with
+        // every move of the futures that await this one (each a few kilobytes more).
+        let posted = Box::pin(session.client.post_message_with_response_limits(
+            session.uri.clone(),
+            message,
+            session.id.clone(),
+            session.auth_header.clone(),
+            (*session.headers).clone(),
+            session.limits,
+        ))
+        .await;
         match posted {
             Ok(StreamableHttpPostResponse::Json(answer, _)) if answers(&answer, &id) => {
                 DirectOutcome::Answered(answer)
