@@ -68,8 +68,9 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                     .map_err(|e| format!("header {k:?}: {e}"))?;
                 map.insert(name, value);
             }
-            let cfg =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+            let cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(map)
+                .max_concurrent_requests(BACKEND_CALLS_IN_FLIGHT);
             let client = backend_http_client(options.backend_proxy)?;
             let transport = match &up.direct {
                 Some(direct) => {
@@ -122,6 +123,14 @@ fn lifecycle(protocol: crate::config::Protocol) -> ClientLifecycleMode {
         },
     }
 }
+
+/// Calls one HTTP backend may have in flight on each of its two paths at once: posted straight
+/// from the calling task (`DirectRequests`), and posted by the connection's task, which takes
+/// the rest and the calls that need it (a progress token to map). rmcp's default is 16: at 32
+/// concurrent clients half the calls then took the connection's path, through more tasks, and
+/// the gateway's CPU per call at c = 32 was 0.065-0.074 ms against 0.056-0.063 with 32
+/// (`benchmarks/proxy/README.md`, 2026-11-29).
+const BACKEND_CALLS_IN_FLIGHT: usize = 32;
 
 /// Most redirects an HTTP backend may send one request through.
 const MAX_BACKEND_REDIRECTS: usize = 10;
