@@ -9,6 +9,7 @@ mod embedder;
 mod otel;
 mod otel_stderr;
 mod runtime;
+mod scheduling;
 mod state_key;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,16 @@ struct Cli {
     #[arg(long, global = true, value_name = "N", env = "TOOLFORGE_WORKER_THREADS",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
+    /// How the kernel schedules `serve` and `gateway` (Linux): `batch` (the default) so that their
+    /// wake-ups do not preempt backends and clients on the same machine, or `normal`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "POLICY",
+        env = "TOOLFORGE_SCHEDULING",
+        default_value = "batch"
+    )]
+    scheduling: scheduling::Scheduling,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,12 +87,15 @@ fn main() -> std::process::ExitCode {
         }
     };
     let worker_threads = cli.worker_threads.map(usize::from);
+    let serving = matches!(cli.command, Command::Serve(_) | Command::Gateway(_));
+    // Before the runtime starts its threads, which take the policy from this one.
+    if serving && let Err(err) = scheduling::apply(cli.scheduling) {
+        tracing::warn!(policy = ?cli.scheduling, "cannot set the scheduling policy: {err}");
+    }
     // A gateway on glibc's allocator caps its heap arenas (`toolforge_gateway::limit_arenas`),
     // unless the operator set `MALLOC_ARENA_MAX`. With jemalloc (`allocator`), glibc's heap
     // holds only what C libraries allocate, and jemalloc has its own single arena.
-    let built = if !allocator::JEMALLOC
-        && matches!(cli.command, Command::Serve(_) | Command::Gateway(_))
-        && !config::process_env_sets("MALLOC_ARENA_MAX")
+    let built = if !allocator::JEMALLOC && serving && !config::process_env_sets("MALLOC_ARENA_MAX")
     {
         runtime::build_with_arenas_capped(worker_threads)
     } else {
