@@ -81,7 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn normal_leaves_the_policy_as_it_was() {
+    fn normal_keeps_the_default_policy() {
         let after = std::thread::spawn(|| {
             // From the default policy, whatever the test runner was started under.
             let param = libc::sched_param { sched_priority: 0 };
