@@ -34,11 +34,17 @@ pub fn apply(scheduling: Scheduling) -> std::io::Result<()> {
 
 #[cfg(target_os = "linux")]
 fn set_batch() -> std::io::Result<()> {
+    set_policy(libc::SCHED_BATCH)
+}
+
+/// Sets the calling thread's policy to `policy`, one of the kernel's fair ones (priority 0).
+#[cfg(target_os = "linux")]
+fn set_policy(policy: libc::c_int) -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `sched_setscheduler` reads `param` and changes only the calling thread's policy
-    // (pid 0); `SCHED_BATCH` with priority 0 needs no privilege.
+    // (pid 0); a fair policy (`SCHED_OTHER`, `SCHED_BATCH`) with priority 0 needs no privilege.
     #[allow(unsafe_code)]
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &raw const param) };
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &raw const param) };
     if rc == 0 {
         Ok(())
     } else {
@@ -84,11 +90,7 @@ mod tests {
     fn normal_keeps_the_default_policy() {
         let after = std::thread::spawn(|| {
             // From the default policy, whatever the test runner was started under.
-            let param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: as in `set_batch`, for `SCHED_OTHER`.
-            #[allow(unsafe_code)]
-            let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const param) };
-            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+            set_policy(libc::SCHED_OTHER).expect("SCHED_OTHER needs no privilege");
             apply(Scheduling::Normal).expect("nothing to change");
             policy()
         })
