@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Gate: deploy/ is valid. HAProxy parses deploy/haproxy.cfg; deploy/compose.yaml validates
-# against the Compose Specification's JSON schema and deploy/k8s/*.yaml against the Kubernetes
-# schemas (strict: unknown fields fail). Each validator must also reject a broken copy, so a
-# validator that checks nothing cannot pass the gate. Tools come from scripts/setup.
+# Gate: deploy/ is valid and starts. HAProxy parses deploy/haproxy.cfg; deploy/compose.yaml
+# validates against the Compose Specification's JSON schema and deploy/k8s/*.yaml against the
+# Kubernetes schemas (strict: unknown fields fail). Each validator must also reject a broken
+# copy, so a validator that checks nothing cannot pass the gate. Then the Dockerfile, the
+# Compose file and the Kubernetes manifest are started as written against target/debug/toolforge
+# (scripts/deploy-start) and must pass their own health checks. Tools come from scripts/setup.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -34,4 +36,8 @@ sed 's/readinessProbe:/readinessProbz:/' deploy/k8s/deployment.yaml >"$tmp/deplo
 if "$venv/kubernetes-validate" --strict --quiet "$tmp/deployment.yaml" >/dev/null 2>&1; then
   echo "deploy gate: the Kubernetes schemas accepted a broken manifest" >&2; exit 1
 fi
-echo "deploy: 3 checks passed, 3 broken copies rejected"
+echo "== deploy files started as written (scripts/deploy-start)"
+for file in dockerfile compose k8s; do
+  "$venv/python" scripts/deploy-start "$file"
+done
+echo "deploy: 3 checks passed, 3 broken copies rejected, 3 files started and healthy"

@@ -1,6 +1,6 @@
-//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health`, the
-//! agent's routes ([`crate::chat`]), the web console at `/ui` ([`crate::console`]), and JSON
-//! errors for everything else.
+//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health` (and the
+//! load balancer's open probes [`PROBE_PATHS`]), the agent's routes ([`crate::chat`]), the web
+//! console at `/ui` ([`crate::console`]), and JSON errors for everything else.
 //!
 //! DNS-rebinding protection: rmcp checks `Host` (and, enforced here, `Origin`) on `/mcp`; the
 //! same allow-list guards the other routes in a middleware, so a page on a foreign origin can
@@ -270,9 +270,17 @@ fn origin_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
     host_allowed(&h, extra)
 }
 
+/// The load balancer's probes: open to everyone, whatever the identity, `Host` or `Origin`,
+/// because they tell nothing but the replica's state (no server names, tools or errors). A
+/// Kubernetes probe names the pod's address in `Host`, and HAProxy's check sends no token.
+pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
+
 /// Why a request is refused before any route sees it: a Host or Origin that is not ours
 /// (DNS rebinding), or a declared body over the bound. `None` lets it through.
-fn refusal(headers: &HeaderMap, opts: &HttpOptions) -> Option<ApiError> {
+fn refusal(path: &str, headers: &HeaderMap, opts: &HttpOptions) -> Option<ApiError> {
+    if PROBE_PATHS.contains(&path) {
+        return None;
+    }
     if !host_allowed(headers, &opts.extra_hosts) {
         return Some(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -432,7 +440,7 @@ async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: N
     let listening = method == axum::http::Method::GET && route == "/mcp";
     let in_flight = (!listening).then(|| opts.drain.enter());
     req.extensions_mut().insert(opts.metrics.clone());
-    let response = match refusal(req.headers(), &opts) {
+    let response = match refusal(req.uri().path(), req.headers(), &opts) {
         Some(refused) => refused.into_response(),
         None => next.run(req).await,
     };
@@ -457,6 +465,24 @@ async fn health_route(State((shared, opts)): State<(Arc<Shared>, Arc<HttpOptions
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
     Json(body).into_response()
+}
+
+/// `GET /livez`: the process serves HTTP. 200 while draining too, so that a replica finishing
+/// its calls is not restarted.
+async fn liveness_route() -> Response {
+    Json(json!({"status": "alive"})).into_response()
+}
+
+/// `GET /readyz`: whether the replica takes new traffic: 200, or 503 once it drains.
+async fn readiness_route(State(opts): State<Arc<HttpOptions>>) -> Response {
+    if opts.drain.is_draining() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        )
+            .into_response();
+    }
+    Json(json!({"status": "ready"})).into_response()
 }
 
 async fn metrics_route(
@@ -489,6 +515,12 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
                 .route("/metrics", get(metrics_route))
                 .layer(axum::Extension(sessions.clone()))
                 .with_state((shared.clone(), opts.clone())),
+        )
+        .merge(
+            axum::Router::new()
+                .route("/livez", get(liveness_route))
+                .route("/readyz", get(readiness_route))
+                .with_state(opts.clone()),
         )
         .merge(crate::chat::openapi_routes());
     if let Some(agent) = &opts.agent {

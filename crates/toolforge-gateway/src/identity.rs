@@ -182,12 +182,7 @@ impl Identity {
         let value = value
             .to_str()
             .map_err(|_| AuthError::Invalid("the header is not text".to_owned()))?;
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or(AuthError::Missing)?;
+        let token = bearer_token(value).ok_or(AuthError::Missing)?;
         if let Some(principal) = self.api_keys.get(&digest(token)) {
             return Ok(principal.clone());
         }
@@ -196,6 +191,16 @@ impl Identity {
             _ => Err(AuthError::Invalid("unknown key".to_owned())),
         }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
+/// (RFC 9110, section 11.1): `Bearer`, `bearer` and `BEARER` are one scheme.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(token.trim()).filter(|t| !t.is_empty())
 }
 
 impl Jwt {
@@ -215,6 +220,8 @@ impl Jwt {
             validation.set_issuer(&[&self.issuer]);
             validation.set_audience(&[&self.audience]);
             validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            // A token not valid yet is refused as an expired one is (RFC 7519, section 4.1.5).
+            validation.validate_nbf = true;
             match jsonwebtoken::decode::<Claims>(token, &candidate.key, &validation) {
                 Ok(data) if !data.claims.sub.is_empty() => {
                     return Ok(Principal::new(&data.claims.sub));
@@ -231,6 +238,7 @@ fn jwt_problem(e: &jsonwebtoken::errors::Error) -> String {
     use jsonwebtoken::errors::ErrorKind;
     match e.kind() {
         ErrorKind::ExpiredSignature => "the JWT has expired".to_owned(),
+        ErrorKind::ImmatureSignature => "the JWT is not valid yet (nbf)".to_owned(),
         ErrorKind::InvalidIssuer => "the JWT's issuer (iss) is not the expected one".to_owned(),
         ErrorKind::InvalidAudience => "the JWT's audience (aud) is not this gateway".to_owned(),
         ErrorKind::InvalidSignature => "the JWT's signature does not verify".to_owned(),
@@ -246,7 +254,8 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    if req.uri().path() == "/openapi.json" {
+    let path = req.uri().path();
+    if path == "/openapi.json" || crate::http::PROBE_PATHS.contains(&path) {
         return next.run(req).await;
     }
     match identity.authenticate(req.headers()) {

@@ -1,7 +1,8 @@
 //! Resource subscriptions of the gateway's sessions: who to tell when a backend says a resource
-//! changed. Bounded: a session holds at most [`MAX_SUBSCRIPTIONS_PER_SESSION`], a URI is kept
-//! only while some session is subscribed to it, and sessions whose transport closed are dropped
-//! whenever the map is touched.
+//! changed. Bounded: a session holds at most [`MAX_SUBSCRIPTIONS_PER_SESSION`] whose URIs
+//! together take at most [`MAX_SUBSCRIBED_BYTES_PER_SESSION`] (a count alone let 128 URIs of a
+//! megabyte each hold 133 MiB), a URI is kept only while some session is subscribed to it, and
+//! sessions whose transport closed are dropped whenever the map is touched.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -9,6 +10,9 @@ use rmcp::{Peer, RoleServer};
 
 /// Subscriptions one session may hold.
 pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 64;
+
+/// The bytes of the URIs one session may be subscribed to, together.
+pub const MAX_SUBSCRIBED_BYTES_PER_SESSION: usize = 64 * 1024;
 
 /// A subscriber's way back: its peer, or a stand-in in tests.
 pub(crate) trait Subscriber: Clone {
@@ -22,14 +26,41 @@ impl Subscriber for Peer<RoleServer> {
     }
 }
 
-/// The session already holds its maximum of subscriptions.
+/// Why a subscription was refused: the session already holds its maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TooMany;
+pub(crate) enum TooMany {
+    /// [`MAX_SUBSCRIPTIONS_PER_SESSION`] subscriptions.
+    Subscriptions,
+    /// [`MAX_SUBSCRIBED_BYTES_PER_SESSION`] bytes of URIs.
+    Bytes,
+}
 
-/// uri -> sessions subscribed to it, and each session's count.
+impl std::fmt::Display for TooMany {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Subscriptions => write!(
+                f,
+                "this session already holds {MAX_SUBSCRIPTIONS_PER_SESSION} subscriptions; unsubscribe from some first"
+            ),
+            Self::Bytes => write!(
+                f,
+                "this session's subscriptions would hold more than {MAX_SUBSCRIBED_BYTES_PER_SESSION} bytes of URIs; unsubscribe from some first"
+            ),
+        }
+    }
+}
+
+/// What one session holds: its subscriptions and their URIs' bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Held {
+    count: usize,
+    bytes: usize,
+}
+
+/// uri -> sessions subscribed to it, and what each session holds.
 pub(crate) struct Subscriptions<P> {
     by_uri: BTreeMap<String, Vec<(u64, P)>>,
-    per_session: HashMap<u64, usize>,
+    per_session: HashMap<u64, Held>,
 }
 
 impl<P> Default for Subscriptions<P> {
@@ -53,10 +84,14 @@ impl<P: Subscriber> Subscriptions<P> {
             return Ok(false);
         }
         let held = self.per_session.entry(session).or_default();
-        if *held >= MAX_SUBSCRIPTIONS_PER_SESSION {
-            return Err(TooMany);
+        if held.count >= MAX_SUBSCRIPTIONS_PER_SESSION {
+            return Err(TooMany::Subscriptions);
         }
-        *held += 1;
+        if held.bytes + uri.len() > MAX_SUBSCRIBED_BYTES_PER_SESSION {
+            return Err(TooMany::Bytes);
+        }
+        held.count += 1;
+        held.bytes += uri.len();
         self.by_uri
             .entry(uri.to_owned())
             .or_default()
@@ -76,7 +111,7 @@ impl<P: Subscriber> Subscriptions<P> {
         if !removed {
             return None;
         }
-        self.release(session);
+        self.release(session, uri.len());
         if last {
             self.drop_uri(uri);
         }
@@ -105,10 +140,11 @@ impl<P: Subscriber> Subscriptions<P> {
         self.by_uri.len()
     }
 
-    fn release(&mut self, session: u64) {
-        if let Some(n) = self.per_session.get_mut(&session) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+    fn release(&mut self, session: u64, uri_bytes: usize) {
+        if let Some(held) = self.per_session.get_mut(&session) {
+            held.count = held.count.saturating_sub(1);
+            held.bytes = held.bytes.saturating_sub(uri_bytes);
+            if held.count == 0 {
                 self.per_session.remove(&session);
             }
         }
@@ -117,7 +153,7 @@ impl<P: Subscriber> Subscriptions<P> {
     fn drop_uri(&mut self, uri: &str) {
         if let Some(list) = self.by_uri.remove(uri) {
             for (id, _) in list {
-                self.release(id);
+                self.release(id, uri.len());
             }
         }
     }
@@ -125,18 +161,18 @@ impl<P: Subscriber> Subscriptions<P> {
     /// Drops the subscriptions of closed sessions.
     fn prune(&mut self) {
         let mut gone = Vec::new();
-        self.by_uri.retain(|_, list| {
+        self.by_uri.retain(|uri, list| {
             list.retain(|(id, p)| {
                 let closed = p.is_closed();
                 if closed {
-                    gone.push(*id);
+                    gone.push((*id, uri.len()));
                 }
                 !closed
             });
             !list.is_empty()
         });
-        for id in gone {
-            self.release(id);
+        for (id, bytes) in gone {
+            self.release(id, bytes);
         }
     }
 }
@@ -177,7 +213,10 @@ mod tests {
         for i in 0..MAX_SUBSCRIPTIONS_PER_SESSION {
             assert_eq!(subs.subscribe(&format!("u{i}"), 1, peer.clone()), Ok(true));
         }
-        assert_eq!(subs.subscribe("one-more", 1, peer.clone()), Err(TooMany));
+        assert_eq!(
+            subs.subscribe("one-more", 1, peer.clone()),
+            Err(TooMany::Subscriptions)
+        );
         // Again to one it holds: nothing new, no error.
         assert_eq!(subs.subscribe("u0", 1, peer.clone()), Ok(false));
         // Another session is not affected.
@@ -185,6 +224,31 @@ mod tests {
         // Releasing one makes room.
         assert_eq!(subs.unsubscribe("u0", 1), Some(true));
         assert_eq!(subs.subscribe("one-more", 1, peer), Ok(true));
+    }
+
+    /// The regression: the cap counted subscriptions, so a session could hold 64 URIs of any
+    /// length.
+    #[test]
+    fn a_session_holds_a_bounded_number_of_bytes() {
+        let mut subs = Subscriptions::<Fake>::default();
+        let peer = Fake::default();
+        let long = |i: usize| format!("files://{i}/{}", "x".repeat(8000));
+        let mut held = 0;
+        let refused = loop {
+            match subs.subscribe(&long(held), 1, peer.clone()) {
+                Ok(true) => held += 1,
+                other => break other,
+            }
+        };
+        assert_eq!(refused, Err(TooMany::Bytes));
+        assert!(held * long(0).len() <= MAX_SUBSCRIBED_BYTES_PER_SESSION);
+        assert!(held < MAX_SUBSCRIPTIONS_PER_SESSION);
+        // A short URI still fits, and releasing a long one gives its bytes back.
+        assert_eq!(subs.subscribe("files://short", 1, peer.clone()), Ok(true));
+        assert_eq!(subs.unsubscribe(&long(0), 1), Some(true));
+        assert_eq!(subs.subscribe(&long(held), 1, peer.clone()), Ok(true));
+        // Another session is not affected.
+        assert_eq!(subs.subscribe(&long(0), 2, Fake::default()), Ok(true));
     }
 
     #[test]

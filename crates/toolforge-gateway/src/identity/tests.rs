@@ -187,3 +187,52 @@ fn rs256_tokens_are_checked_like_es256_ones() {
     let err = id.authenticate(&bearer(&parts.join("."))).unwrap_err();
     assert!(err.to_string().contains("signature"), "{err}");
 }
+
+/// The regression: `nbf` was not checked, so a token minted for later worked at once.
+#[test]
+fn a_jwt_not_valid_yet_is_refused() {
+    let s = signer("k1");
+    let id = Identity::default()
+        .with_jwks(&s.jwks, "https://idp.example", "toolforge")
+        .unwrap();
+    let claims = |nbf: i64| json!({"sub": "alice", "iss": "https://idp.example", "aud": "toolforge", "exp": now() + 7200, "nbf": nbf});
+    let err = id
+        .authenticate(&bearer(&token(&s, "k1", &claims(now() + 3600))))
+        .unwrap_err();
+    assert!(err.to_string().contains("not valid yet"), "{err}");
+    assert_eq!(
+        id.authenticate(&bearer(&token(&s, "k1", &claims(now() - 10))))
+            .unwrap(),
+        Principal::new("alice")
+    );
+}
+
+/// The regression: `Authorization: BEARER …` was refused; the scheme is case-insensitive.
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let id = Identity::default()
+        .with_api_keys("alice-key-0123456789 alice\n")
+        .unwrap();
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("{scheme} alice-key-0123456789")).unwrap(),
+        );
+        assert_eq!(
+            id.authenticate(&h).unwrap(),
+            Principal::new("alice"),
+            "{scheme}"
+        );
+    }
+    for value in [
+        "Basic alice-key-0123456789",
+        "Bearer",
+        "Bearer   ",
+        "Bearer",
+    ] {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        assert_eq!(id.authenticate(&h), Err(AuthError::Missing), "{value}");
+    }
+}

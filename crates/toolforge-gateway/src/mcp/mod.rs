@@ -476,3 +476,19 @@ fn complete(mut result: CallToolResult) -> CallToolResult {
 pub(crate) fn not_found(what: &str, name: &str) -> McpError {
     McpError::invalid_params(format!("unknown {what}: {name}"), None)
 }
+
+/// Refuses a resource URI longer than [`crate::uri_template::MAX_URI_BYTES`] before anything
+/// looks it up (the error quotes its length, not the URI).
+pub(crate) fn bounded_uri(uri: &str) -> Result<(), McpError> {
+    let max = crate::uri_template::MAX_URI_BYTES;
+    if uri.len() <= max {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!(
+            "the resource URI is {} bytes long; the limit is {max}",
+            uri.len()
+        ),
+        None,
+    ))
+}

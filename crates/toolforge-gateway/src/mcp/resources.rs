@@ -11,7 +11,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
-use crate::subscriptions::{MAX_SUBSCRIPTIONS_PER_SESSION, TooMany};
+use crate::subscriptions::TooMany;
 
 use super::calls::NextRound;
 use crate::uri_template::template_matches;
@@ -68,6 +68,7 @@ impl Gateway {
         ctx: &RequestContext<RoleServer>,
         uri: &str,
     ) -> Result<String, McpError> {
+        super::bounded_uri(uri)?;
         // A completion names a template by its URI template.
         let server = self
             .shared
@@ -234,14 +235,7 @@ impl Gateway {
             .subscriptions
             .lock()
             .subscribe(&req.uri, self.session, ctx.peer.clone())
-            .map_err(|TooMany| {
-                McpError::invalid_params(
-                    format!(
-                        "this session already holds {MAX_SUBSCRIPTIONS_PER_SESSION} subscriptions; unsubscribe from some first"
-                    ),
-                    None,
-                )
-            })?;
+            .map_err(|refused: TooMany| McpError::invalid_params(refused.to_string(), None))?;
         if let Err(e) = self.shared.pool.subscribe(&server, &req.uri).await {
             if added {
                 self.shared
@@ -259,6 +253,7 @@ impl Gateway {
         req: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        super::bounded_uri(&req.uri)?;
         // Nothing is kept for a URI this session was not subscribed to.
         let last = self
             .shared

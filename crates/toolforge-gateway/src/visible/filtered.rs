@@ -89,6 +89,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
         uri: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        crate::mcp::bounded_uri(uri)?;
         if self.unrestricted(ctx) {
             return Ok(());
         }

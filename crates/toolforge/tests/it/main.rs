@@ -12,6 +12,7 @@ mod evals;
 mod faults;
 mod governance_pins;
 mod governance_policy;
+mod hardening;
 mod http_backend;
 mod inspector;
 mod otel;
