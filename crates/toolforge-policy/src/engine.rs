@@ -41,7 +41,8 @@ pub struct Decision {
     /// denied. Empty on a deny means no policy permits the request (Cedar's default deny).
     pub policies: Vec<String>,
     /// Policies that could not be evaluated for this request (for example an attribute the
-    /// arguments lack); Cedar skips them. For logs.
+    /// arguments lack, or a comparison of values of another type). Any such error denies the
+    /// request, and `policies` then names the policies that erred.
     pub errors: Vec<String>,
 }
 
@@ -76,6 +77,13 @@ impl Decision {
     pub fn denial(&self, action: Action, what: &str) -> String {
         if self.policies.is_empty() {
             format!("{action} of {what} denied by policy: no policy permits it ({DEFAULT_DENY})")
+        } else if !self.errors.is_empty() {
+            let ids: Vec<String> = self.policies.iter().map(|p| format!("\"{p}\"")).collect();
+            format!(
+                "{action} of {what} denied: policy {} could not be evaluated for this request, and a policy that errors denies ({})",
+                ids.join(", "),
+                self.errors.join("; ")
+            )
         } else {
             let ids: Vec<String> = self.policies.iter().map(|p| format!("\"{p}\"")).collect();
             format!("{action} of {what} denied by policy {}", ids.join(", "))
@@ -257,10 +265,28 @@ impl Policies {
             .authorizer
             .is_authorized(&cedar_request, &self.set, &entities);
         let diagnostics = response.diagnostics();
+        let errors: Vec<String> = diagnostics.errors().map(ToString::to_string).collect();
+        if !errors.is_empty() {
+            // Cedar skips a policy whose evaluation errors, so a `forbid` over an argument of
+            // a type it did not expect (`1000.0`, `"1000"`, 2^63 against `> 100`) would let
+            // the call through. A policy that errors denies instead: the decision names it.
+            return Ok(Decision {
+                allowed: false,
+                policies: diagnostics
+                    .errors()
+                    .map(|e| match e {
+                        cedar_policy::AuthorizationError::PolicyEvaluationError(e) => {
+                            e.policy_id().to_string()
+                        }
+                    })
+                    .collect(),
+                errors,
+            });
+        }
         Ok(Decision {
             allowed: response.decision() == cedar_policy::Decision::Allow,
             policies: diagnostics.reason().map(ToString::to_string).collect(),
-            errors: diagnostics.errors().map(ToString::to_string).collect(),
+            errors,
         })
     }
 
@@ -422,9 +448,10 @@ fn empty_record() -> RestrictedExpression {
         .unwrap_or_else(|_| unreachable!("an empty record is valid"))
 }
 
-/// JSON as a Cedar value: strings, booleans, integers, sets and records as they are; numbers
-/// that are not 64-bit integers as their text; `null` and anything deeper than
-/// [`MAX_ARGUMENT_DEPTH`] left out.
+/// JSON as a Cedar value: strings, booleans, integers, sets and records as they are; a number
+/// with an integral value that fits 64 bits (`1000`, `1000.0`, `1e3`) as that integer, any other
+/// number as its text (so a comparison with it errors, and the erring policy denies); `null` and
+/// anything deeper than [`MAX_ARGUMENT_DEPTH`] left out.
 fn to_cedar(value: &Value, depth: usize) -> Option<RestrictedExpression> {
     if depth > MAX_ARGUMENT_DEPTH {
         return None;
@@ -432,7 +459,7 @@ fn to_cedar(value: &Value, depth: usize) -> Option<RestrictedExpression> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => RestrictedExpression::new_bool(*b),
-        Value::Number(n) => match n.as_i64() {
+        Value::Number(n) => match integral(n) {
             Some(i) => RestrictedExpression::new_long(i),
             None => RestrictedExpression::new_string(n.to_string()),
         },
@@ -446,4 +473,16 @@ fn to_cedar(value: &Value, depth: usize) -> Option<RestrictedExpression> {
         )
         .ok()?,
     })
+}
+
+/// The 64-bit integer a JSON number is, if it is one: `1000`, `1000.0` and `1e3` are 1000;
+/// `1000.5`, 2^63 and beyond are not.
+fn integral(n: &serde_json::Number) -> Option<i64> {
+    if let Some(i) = n.as_i64() {
+        return Some(i);
+    }
+    let f = n.as_f64()?;
+    // -2^63 is exact in f64; 2^63 is the first value past i64::MAX.
+    (f.fract() == 0.0 && f >= -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0)
+        .then(|| f as i64)
 }

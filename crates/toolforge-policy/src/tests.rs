@@ -376,3 +376,51 @@ fn a_tool_whose_definition_changed_is_decided_afresh_not_from_the_cache() {
         );
     }
 }
+
+/// The regression: a `forbid` over an argument was skipped when the argument was a number that
+/// is not an i64 (`1000.0`, `1e3`, 2^63) or a string (`"1000"`): the comparison errored and
+/// Cedar ignores a policy that errors. Integral numbers are integers now, and a policy that
+/// errors denies, naming itself.
+#[test]
+fn a_forbid_over_an_argument_holds_for_every_spelling_of_a_number() {
+    let p = Policies::parse(
+        r#"
+@id("everyone") permit(principal, action, resource);
+@id("no-big-payments")
+forbid(principal, action == Action::"call", resource == Tool::"pay/send")
+when { context.arguments has amount && context.arguments.amount > 100 };
+"#,
+    )
+    .unwrap();
+    let none: [String; 0] = [];
+    let send = |raw: &str| {
+        let arguments: serde_json::Value =
+            serde_json::from_str(&format!(r#"{{"amount": {raw}}}"#)).unwrap();
+        decide(
+            &p,
+            "alice",
+            Action::Call,
+            tool("pay", "send", &none, SAFE_WRITE),
+            Some(&arguments),
+        )
+    };
+    for big in ["1000", "1000.0", "1e3", "\"1000\"", "9223372036854775808", "1e300", "100.5"] {
+        let (allowed, deciding) = send(big);
+        assert!(!allowed, "amount {big} passed the forbid");
+        assert_eq!(deciding, "no-big-payments", "amount {big}");
+    }
+    for small in ["100", "5", "5.0", "-1e2"] {
+        assert_eq!(send(small), (true, "everyone".to_owned()), "amount {small}");
+    }
+    // The denial of an erring policy says so.
+    let arguments = json!({"amount": "1000"});
+    let d = p.decide(&Request {
+        principal: "alice",
+        action: Action::Call,
+        target: tool("pay", "send", &none, SAFE_WRITE),
+        arguments: Some(&arguments),
+    });
+    let text = d.denial(Action::Call, "pay/send");
+    assert!(text.contains("could not be evaluated"), "{text}");
+    assert!(text.contains("no-big-payments"), "{text}");
+}
