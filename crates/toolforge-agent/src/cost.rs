@@ -9,8 +9,11 @@
 //!
 //! **spent ≤ ceiling** after every call whose bill stays within its input bound and its
 //! `max_tokens`, which a provider never exceeds for output and, for input, holds by construction
-//! of the byte bound. A bill past a *counted* bound (a provider's count that was off) is logged,
-//! and the rest of the run uses the byte bound only.
+//! of the byte bound. A bill past its bound (a provider's count that was off, or a provider that
+//! bills more than the bytes it was sent) is logged, and from then on every bound is the largest
+//! figure seen: the byte bound scaled by the worst ratio of a bill to its bound in this run, or
+//! the provider's count when that is larger. A provider that bills 20,000 tokens for 2,000 bytes
+//! once is assumed to do it again.
 
 use toolforge_llm::{BoundSource, InputBound, Price, Usage};
 
@@ -37,6 +40,9 @@ pub struct CostGuard {
     price: Price,
     min_output: u32,
     trust_counts: bool,
+    /// The worst ratio of billed input to its bound seen in this run (1 until a bill passes its
+    /// bound); later bounds are scaled by it.
+    inflation: f64,
 }
 
 impl CostGuard {
@@ -52,6 +58,7 @@ impl CostGuard {
             price,
             min_output: MIN_USEFUL_OUTPUT_TOKENS,
             trust_counts: true,
+            inflation: 1.0,
         }
     }
 
@@ -77,6 +84,31 @@ impl CostGuard {
     #[must_use]
     pub fn trusts_counts(&self) -> bool {
         self.trust_counts
+    }
+
+    /// Whether a bill has passed its bound in this run: every later bound is then scaled
+    /// ([`CostGuard::scaled`]) and taken with the provider's count when it is larger.
+    #[must_use]
+    pub fn billed_past_a_bound(&self) -> bool {
+        self.inflation > 1.0
+    }
+
+    /// `bound` scaled by the worst ratio of a bill to its bound seen so far (unchanged until a
+    /// bill passes its bound).
+    #[must_use]
+    pub fn scaled(&self, bound: InputBound) -> InputBound {
+        if !self.billed_past_a_bound() {
+            return bound;
+        }
+        let tokens = (bound.tokens as f64 * self.inflation).ceil();
+        InputBound {
+            tokens: if tokens >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                tokens as u64
+            },
+            source: bound.source,
+        }
     }
 
     /// The most `input_tokens` of input can cost.
@@ -130,14 +162,21 @@ impl CostGuard {
     pub fn record(&mut self, bound: InputBound, usage: &Usage) -> f64 {
         let cost = self.price.cost(usage);
         self.spent += cost;
-        if usage.total_input() > bound.tokens {
+        let billed = usage.total_input();
+        if billed > bound.tokens {
             tracing::error!(
-                billed = usage.total_input(),
+                billed,
                 bound = bound.tokens,
-                "the provider billed more input tokens than its bound; later calls use the byte bound"
+                "the provider billed more input tokens than its bound; later calls are bounded by the largest figure seen"
             );
             if bound.source == BoundSource::Counted {
                 self.trust_counts = false;
+            }
+            let ratio = billed as f64 / bound.tokens.max(1) as f64;
+            if ratio.is_finite() {
+                self.inflation = self.inflation.max(ratio);
+            } else {
+                self.inflation = f64::MAX;
             }
         }
         cost
@@ -222,5 +261,37 @@ mod tests {
             &usage,
         );
         assert!(!g.trusts_counts());
+    }
+
+    /// The regression: after a bill past a byte bound, later calls were sized from the byte
+    /// bound again, so a provider billing ten times the bytes was let through call after call.
+    #[test]
+    fn after_a_bill_past_its_bound_later_bounds_are_scaled_by_it() {
+        let mut g = CostGuard::new(0.10, SONNET);
+        assert_eq!(g.scaled(bytes(2_000)).tokens, 2_000);
+        assert!(!g.billed_past_a_bound());
+        g.record(
+            bytes(2_000),
+            &Usage {
+                input_tokens: 20_000,
+                output_tokens: 100,
+                ..Usage::default()
+            },
+        );
+        assert!(g.billed_past_a_bound());
+        // The next request is a little larger: its bound scales by the 10x seen.
+        let next = g.scaled(bytes(2_100));
+        assert_eq!(next.tokens, 21_000);
+        // $0.0615 spent; 21,000 tokens at $3.75 per million is $0.079: no call fits.
+        assert_eq!(g.allow(next.tokens, 4096), Allowance::Halt);
+        // A smaller bill later does not lower the scale.
+        g.record(
+            bytes(100),
+            &Usage {
+                input_tokens: 10,
+                ..Usage::default()
+            },
+        );
+        assert_eq!(g.scaled(bytes(100)).tokens, 1_000);
     }
 }

@@ -294,11 +294,19 @@ pub struct InputBound {
 }
 
 /// The margin added to a provider's count (Anthropic calls its count an estimate that may
-/// differ by a small amount): 2 % plus 16 tokens, never above the byte bound.
+/// differ by a small amount): 2 % plus 16 tokens, never above the byte bound unless the count
+/// itself is: a provider that counts more tokens than the request has bytes will bill them, and
+/// the larger figure bounds the call.
 #[must_use]
 pub fn counted_bound(request: &ModelRequest, counted: u64) -> InputBound {
     let upper = input_token_upper_bound(request);
     let padded = counted.saturating_add(counted / 50).saturating_add(16);
+    if counted > upper {
+        return InputBound {
+            tokens: padded,
+            source: BoundSource::Counted,
+        };
+    }
     if padded >= upper {
         InputBound::upper(request)
     } else {

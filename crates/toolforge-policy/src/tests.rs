@@ -404,7 +404,15 @@ when { context.arguments has amount && context.arguments.amount > 100 };
             Some(&arguments),
         )
     };
-    for big in ["1000", "1000.0", "1e3", "\"1000\"", "9223372036854775808", "1e300", "100.5"] {
+    for big in [
+        "1000",
+        "1000.0",
+        "1e3",
+        "\"1000\"",
+        "9223372036854775808",
+        "1e300",
+        "100.5",
+    ] {
         let (allowed, deciding) = send(big);
         assert!(!allowed, "amount {big} passed the forbid");
         assert_eq!(deciding, "no-big-payments", "amount {big}");

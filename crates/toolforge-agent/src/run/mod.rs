@@ -356,9 +356,18 @@ impl Agent {
 
     /// The bound the guard sizes the next call with: the byte bound when it already pays the
     /// whole `max_tokens` (no round trip needed), else the model's count while counts are
-    /// trusted.
+    /// trusted. Once a bill has passed its bound, the largest figure seen: the byte bound scaled
+    /// by that overrun, or the model's count when it is larger, asked every time.
     async fn input_bound(&self, guard: &CostGuard, request: &ModelRequest) -> InputBound {
-        let upper = InputBound::upper(request);
+        let upper = guard.scaled(InputBound::upper(request));
+        if guard.billed_past_a_bound() {
+            let counted = self.model.input_bound(request).await;
+            return if counted.tokens > upper.tokens {
+                counted
+            } else {
+                upper
+            };
+        }
         let fits = matches!(
             guard.allow(upper.tokens, self.config.max_tokens),
             Allowance::Call { max_tokens } if max_tokens == self.config.max_tokens
@@ -366,12 +375,8 @@ impl Agent {
         if fits || !guard.trusts_counts() {
             return upper;
         }
-        let counted = self.model.input_bound(request).await;
-        if counted.tokens <= upper.tokens {
-            counted
-        } else {
-            upper
-        }
+        // The count, also when it is above the byte bound: the larger figure bounds the call.
+        self.model.input_bound(request).await
     }
 }
 

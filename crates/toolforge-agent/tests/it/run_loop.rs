@@ -652,6 +652,71 @@ async fn tokens_are_counted_only_when_the_byte_bound_does_not_fit() {
     let _ = BoundSource::Counted;
 }
 
+/// Bills 20,000 input tokens whatever it is sent, and counts 20,000 when asked; always calls a
+/// tool.
+struct Overbiller {
+    calls: AtomicU32,
+}
+
+impl Model for Overbiller {
+    fn provider(&self) -> &'static str {
+        "mock"
+    }
+    fn model(&self) -> &str {
+        "claude-sonnet-4-6"
+    }
+    fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
+        let bound = counted_bound(request, 20_000);
+        Box::pin(async move { bound })
+    }
+    fn complete<'a>(
+        &'a self,
+        _request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            Ok(ModelResponse {
+                content: vec![call(
+                    &format!("c{n}"),
+                    "list_directory",
+                    json!({"path": "/"}),
+                )],
+                stop_reason: StopReason::ToolUse,
+                usage: Usage {
+                    input_tokens: 20_000,
+                    output_tokens: 100,
+                    ..Usage::default()
+                },
+                model: "claude-sonnet-4-6".into(),
+            })
+        })
+    }
+}
+
+/// The regression: after the provider billed more input than the byte bound, the next call
+/// was sized from the byte bound again although the provider's own count was ten times larger:
+/// a second call went out and $0.123 was spent under a $0.10 ceiling. Now the first bill past
+/// its bound makes every later bound the largest figure seen, and the run halts at the ceiling.
+#[tokio::test]
+async fn a_bill_past_the_byte_bound_bounds_every_later_call() {
+    let model = Arc::new(Overbiller {
+        calls: AtomicU32::new(0),
+    });
+    let config = AgentConfig {
+        ceiling_usd: 0.10,
+        max_steps: 10,
+        ..AgentConfig::default()
+    };
+    let (agent, _dir) = agent_with(Arc::new(FakeBackend::default()), model.clone(), config).await;
+    let r = agent
+        .run(request("list the root again and again"), None)
+        .await;
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1, "{r:?}");
+    assert_eq!(r.halt_reason, Some(HaltReason::CostCeiling), "{r:?}");
+    // The one call: 20,000 input tokens at $3 and 100 output tokens at $15 per million.
+    assert!((r.cost_usd - 0.0615).abs() < 1e-9, "{}", r.cost_usd);
+}
+
 /// Runs, halts and dry runs: the trace holds every billed dollar.
 #[tokio::test]
 async fn the_trace_holds_every_billed_dollar() {
