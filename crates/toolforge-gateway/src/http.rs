@@ -56,8 +56,13 @@ pub struct HttpOptions {
     pub identity: Option<Arc<crate::identity::Identity>>,
     /// The daily spend the console's "Spend and cache" page shows (absent: it says so).
     pub spend: Option<crate::console::SpendReport>,
-    /// Principals that may approve quarantined tools from the console (none by default).
+    /// Principals that may approve quarantined tools from the console (none by default); with
+    /// identity on, the operators: the only principals the console shows every tool, the bill,
+    /// the quarantine and every principal's trace, and who may read `/metrics`.
     pub console_admins: Vec<String>,
+    /// With identity on, principals besides the console admins that may read `/metrics` (a
+    /// Prometheus scraper's key): its labels name servers and tools.
+    pub metrics_readers: Vec<String>,
     /// The counters `GET /metrics` shows.
     pub metrics: Arc<Metrics>,
     /// Begun (on SIGTERM, by the binary): stop accepting, `/health` 503, finish what is in
@@ -83,6 +88,7 @@ impl Default for HttpOptions {
             identity: None,
             spend: None,
             console_admins: Vec::new(),
+            metrics_readers: Vec::new(),
             metrics: Arc::new(Metrics::new()),
             drain: Arc::new(Drain::new()),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
@@ -488,7 +494,22 @@ async fn readiness_route(State(opts): State<Arc<HttpOptions>>) -> Response {
 async fn metrics_route(
     State((shared, opts)): State<(Arc<Shared>, Arc<HttpOptions>)>,
     sessions: axum::Extension<Arc<CappedSessions>>,
+    extensions: axum::http::Extensions,
 ) -> Response {
+    if opts.identity.is_some() {
+        let principal = crate::identity::principal_of(&extensions);
+        let reader = |p: &String| p == principal.as_str();
+        if !opts.console_admins.iter().any(reader) && !opts.metrics_readers.iter().any(reader) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "\"{principal}\" may not read /metrics (its labels name servers and tools): \
+                     the operator names readers with `serve --metrics-reader PRINCIPAL`"
+                ),
+            )
+            .into_response();
+        }
+    }
     let live = crate::metrics::Live {
         sessions: sessions.open().await as u64,
         in_flight: opts.drain.in_flight(),
@@ -536,6 +557,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         opts.spend.clone(),
         opts.cancel.clone(),
         &opts.console_admins,
+        opts.identity.is_some(),
     ));
     let lists = Arc::downgrade(&shared);
     let lists: crate::list_splice::Resolve =

@@ -7,13 +7,13 @@ use std::collections::{HashMap, HashSet};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{Extensions, HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
 use toolforge_select::presentation::Resolved;
 use toolforge_select::visibility::Component;
-use toolforge_select::{Call, OfferRequest, ToolId};
+use toolforge_select::{Call, Catalog, OfferRequest, ToolId};
 
-use super::Console;
+use super::{Console, Viewer, operators_only};
 use crate::http::ApiError;
 use crate::visible::{RequestChannels, component, query_pairs};
 
@@ -36,12 +36,41 @@ fn bounded(uri: &Uri) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The tools `viewer` may see at all (their operator visibility and the policy's `list`, no
+/// query): `None` for an operator, who sees every tool.
+fn seen_by(console: &Console, viewer: &Viewer, catalog: &Catalog) -> Option<HashSet<ToolId>> {
+    if viewer.operator {
+        return None;
+    }
+    let request = RequestChannels {
+        principal: viewer.principal.clone(),
+        ..RequestChannels::default()
+    };
+    Some(
+        console
+            .shared
+            .visibility
+            .resolve(catalog, &request)
+            .tools
+            .into_iter()
+            .collect(),
+    )
+}
+
 /// `GET /ui/api/catalog`: every server with its state, every tool with its schema, tags and
-/// annotations, the overlap groups with their members, and the catalog cache's figures.
-pub(super) async fn catalog(State(console): State<Console>) -> Json<Value> {
+/// annotations, the overlap groups with their members, and the catalog cache's figures. To
+/// anyone but an operator, only the tools their principal may see (and the servers and groups
+/// they belong to), without the cache.
+pub(super) async fn catalog(State(console): State<Console>, extensions: Extensions) -> Json<Value> {
+    let viewer = console.viewer(&extensions);
     let shared = &console.shared;
     shared.pool.settled(crate::mcp::START_GRACE).await;
     let catalog = shared.pool.shared_catalog();
+    let seen = seen_by(&console, &viewer, &catalog);
+    let sees = |id: &ToolId| seen.as_ref().is_none_or(|s| s.contains(id));
+    let seen_servers: Option<HashSet<&str>> = seen
+        .as_ref()
+        .map(|s| s.iter().map(|id| id.server.as_str()).collect());
     let presentation = shared.presentation();
     let mut exposed: HashMap<&ToolId, &str> = HashMap::new();
     for tool in presentation.tools() {
@@ -53,6 +82,11 @@ pub(super) async fn catalog(State(console): State<Console>) -> Json<Value> {
         .pool
         .health()
         .into_iter()
+        .filter(|health| {
+            seen_servers
+                .as_ref()
+                .is_none_or(|s| s.contains(health.name.as_str()))
+        })
         .map(|health| {
             let entry = catalog.servers.iter().find(|s| s.name == health.name);
             let mut row = serde_json::to_value(&health).unwrap_or_default();
@@ -63,6 +97,7 @@ pub(super) async fn catalog(State(console): State<Console>) -> Json<Value> {
         .collect();
     let tools: Vec<Value> = catalog
         .tools()
+        .filter(|tool| sees(&tool.id()))
         .map(|tool| {
             let id = tool.id();
             json!({
@@ -83,12 +118,15 @@ pub(super) async fn catalog(State(console): State<Console>) -> Json<Value> {
         .tools()
         .iter()
         .filter(|t| t.members.len() > 1)
-        .map(|t| {
-            json!({
-                "name": t.name,
-                "declared": declared.contains(t.name.as_str()),
-                "description": t.description,
-                "members": t.members,
+        .filter_map(|t| {
+            let members: Vec<&ToolId> = t.members.iter().filter(|m| sees(m)).collect();
+            (!members.is_empty()).then(|| {
+                json!({
+                    "name": t.name,
+                    "declared": declared.contains(t.name.as_str()),
+                    "description": t.description,
+                    "members": members,
+                })
             })
         })
         .collect();
@@ -96,22 +134,29 @@ pub(super) async fn catalog(State(console): State<Console>) -> Json<Value> {
         "servers": servers,
         "tools": tools,
         "groups": groups,
-        "cache": shared.pool.cache_status(),
+        "cache": viewer.operator.then(|| shared.pool.cache_status()),
     }))
 }
 
-/// `GET /ui/api/visibility?...`: what a request with this query string and these `x-mcp-*`
-/// headers would see, every tool, resource, template and prompt with why it is in or out.
+/// `GET /ui/api/visibility?...`: what a request of this principal with this query string and
+/// these `x-mcp-*` headers would see, every tool, resource, template and prompt with why it is
+/// in or out. To anyone but an operator, only what their principal may see at all.
 pub(super) async fn visibility(
     State(console): State<Console>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Json<Value>, ApiError> {
     bounded(&uri)?;
+    let viewer = console.viewer(&extensions);
     let shared = &console.shared;
     shared.pool.settled(crate::mcp::START_GRACE).await;
-    let request = RequestChannels::from_http(&uri, &headers);
+    let request = RequestChannels {
+        principal: viewer.principal.clone(),
+        ..RequestChannels::from_http(&uri, &headers)
+    };
     let catalog = shared.pool.shared_catalog();
+    let seen = seen_by(&console, &viewer, &catalog);
     let visible = shared.visibility.resolve(&catalog, &request);
     let hidden: HashMap<&ToolId, String> = visible
         .hidden
@@ -125,6 +170,7 @@ pub(super) async fn visibility(
     };
     let tools: Vec<Value> = catalog
         .tools()
+        .filter(|tool| seen.as_ref().is_none_or(|s| s.contains(&tool.id())))
         .map(|tool| {
             let id = tool.id();
             let reason = hidden.get(&id);
@@ -146,11 +192,14 @@ pub(super) async fn visibility(
     let tags_of = |server: &str| server_tags.get(server).copied().unwrap_or_default();
     let mut rows = Vec::new();
     let mut components = Vec::new();
+    // Each row, with what the policy decides it by (a URI, a template, a prompt's own name).
+    let mut targets: Vec<String> = Vec::new();
     let mut add = |kind: &str, server: &str, name: &str, label: &str, c: Component| {
         rows.push(json!({"kind": kind, "server": server, "name": name, "label": label}));
         components.push(c);
     };
     for (server, r) in shared.pool.resources() {
+        targets.push(r.uri.clone());
         let names = vec![r.uri.clone(), r.name.clone()];
         add(
             "resource",
@@ -161,6 +210,7 @@ pub(super) async fn visibility(
         );
     }
     for (server, t) in shared.pool.resource_templates() {
+        targets.push(t.uri_template.clone());
         let names = vec![t.uri_template.clone(), t.name.clone()];
         let c = component(&server, names, &t, tags_of(&server));
         add("template", &server, &t.name, &t.uri_template, c);
@@ -169,6 +219,7 @@ pub(super) async fn visibility(
     // `server__name`.
     let mut seen = HashSet::new();
     for (server, p) in shared.pool.prompts() {
+        targets.push(p.name.clone());
         let exposed = if seen.insert(p.name.clone()) {
             p.name.clone()
         } else {
@@ -184,10 +235,41 @@ pub(super) async fn visibility(
         );
     }
     let shown = shared.visibility.components(&components, &request);
+    // What the viewer may see at all: shown with no channels of their own, and permitted.
+    let allowed: Vec<bool> = if viewer.operator {
+        vec![true; rows.len()]
+    } else {
+        let base = RequestChannels {
+            principal: viewer.principal.clone(),
+            ..RequestChannels::default()
+        };
+        let shown_at_all = shared.visibility.components(&components, &base);
+        rows.iter()
+            .zip(shown_at_all)
+            .zip(&targets)
+            .map(|((row, shown), name)| {
+                let server = row["server"].as_str().unwrap_or_default();
+                let (action, target) = match row["kind"].as_str() {
+                    Some("prompt") => (
+                        toolforge_policy::Action::Prompt,
+                        toolforge_policy::Target::Prompt { server, name },
+                    ),
+                    _ => (
+                        toolforge_policy::Action::Read,
+                        toolforge_policy::Target::Resource { server, uri: name },
+                    ),
+                };
+                shown && shared.visibility.permits(&base, action, target)
+            })
+            .collect()
+    };
     let mut resources = Vec::new();
     let mut templates = Vec::new();
     let mut prompts = Vec::new();
-    for (mut row, shown) in rows.into_iter().zip(shown) {
+    for ((mut row, shown), allowed) in rows.into_iter().zip(shown).zip(allowed) {
+        if !allowed {
+            continue;
+        }
         row["visible"] = json!(shown);
         row["reason"] = json!(if shown {
             "allowed by every channel (a search query narrows tools only)"
@@ -201,7 +283,7 @@ pub(super) async fn visibility(
         }
     }
     Ok(Json(json!({
-        "request": {"query": request.query, "headers": request.headers},
+        "request": {"principal": request.principal.as_str(), "query": request.query, "headers": request.headers},
         "query_matched": visible.query_matched,
         "warnings": visible.warnings,
         "visible_tools": visible.tools.len(),
@@ -272,18 +354,27 @@ impl RouteQuestion {
 pub(super) async fn route(
     State(console): State<Console>,
     uri: Uri,
+    extensions: Extensions,
 ) -> Result<Json<Value>, ApiError> {
     bounded(&uri)?;
     let question = RouteQuestion::parse(&query_pairs(&uri))
         .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
+    let viewer = console.viewer(&extensions);
     let shared = &console.shared;
     shared.pool.settled(crate::mcp::START_GRACE).await;
     let selection = shared.selection();
     let catalog = shared.pool.shared_catalog();
-    // The offer a request with no channels of its own gets: the operator's visibility.
+    // The offer a request of the viewer's principal with no channels of its own gets: the
+    // operator's visibility and the policy, as the gateway decides for that principal.
     let visible: HashSet<ToolId> = shared
         .visibility
-        .resolve(&catalog, &RequestChannels::default())
+        .resolve(
+            &catalog,
+            &RequestChannels {
+                principal: viewer.principal.clone(),
+                ..RequestChannels::default()
+            },
+        )
         .tools
         .into_iter()
         .collect();
@@ -306,14 +397,32 @@ pub(super) async fn route(
             };
             let presentation = shared.presentation();
             let by_id = ToolId::parse(tool).filter(|id| selection.tool(id).is_some());
+            // Only what this principal sees is routed to, as a call of theirs would be; a tool
+            // they may not see is as unknown as one that does not exist.
             let decided = match (by_id, presentation.resolve(tool)) {
                 (Some(id), _) | (None, Some(Resolved::Direct(id))) => {
-                    selection.route_tool(&id, &call)
+                    if visible.contains(&id) {
+                        selection.route_tool(&id, &call)
+                    } else {
+                        None
+                    }
                 }
-                (None, Some(Resolved::Group(group))) => selection.route(&Call {
-                    candidates: &group.members,
-                    ..call
-                }),
+                (None, Some(Resolved::Group(group))) => {
+                    let members: Vec<ToolId> = group
+                        .members
+                        .iter()
+                        .filter(|m| visible.contains(m))
+                        .cloned()
+                        .collect();
+                    if members.is_empty() {
+                        None
+                    } else {
+                        selection.route(&Call {
+                            candidates: &members,
+                            ..call
+                        })
+                    }
+                }
                 (None, None) => None,
             };
             let Some(d) = decided else {
@@ -341,8 +450,13 @@ pub(super) async fn route(
     })))
 }
 
-/// `GET /ui/api/spend`: the daily spend (`cost-report`'s JSON) and the catalog cache's figures.
-pub(super) async fn spend(State(console): State<Console>) -> Result<Json<Value>, ApiError> {
+/// `GET /ui/api/spend`: the daily spend (`cost-report`'s JSON) and the catalog cache's figures,
+/// for operators.
+pub(super) async fn spend(
+    State(console): State<Console>,
+    extensions: Extensions,
+) -> Result<Json<Value>, ApiError> {
+    operators_only(&console.viewer(&extensions), "the spend report")?;
     let cache = console.shared.pool.cache_status();
     let (report, error) = match &console.spend {
         None => (Value::Null, Some("no trace file is written".to_owned())),

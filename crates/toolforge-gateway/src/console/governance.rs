@@ -34,6 +34,8 @@ pub(super) async fn quarantine(
     State(console): State<Console>,
     extensions: Extensions,
 ) -> Result<Json<Value>, ApiError> {
+    // The diffs hold the definitions of tools the policy may hide from this principal.
+    super::operators_only(&console.viewer(&extensions), "the quarantine")?;
     let report = console
         .shared
         .pool

@@ -64,6 +64,8 @@ struct Filter {
     server: Option<String>,
     tool: Option<String>,
     rule: Option<String>,
+    /// Set for anyone but an operator: only their own principal's records.
+    principal: Option<String>,
 }
 
 impl Filter {
@@ -97,6 +99,7 @@ impl Filter {
             want.as_deref().is_none_or(|w| have == Some(w))
         };
         is(&self.session, Some(&r.session_id))
+            && is(&self.principal, Some(&r.principal))
             && is(&self.server, r.server.as_deref())
             && is(&self.tool, Some(&r.tool))
             && is(&self.rule, r.selection_rule.as_deref())
@@ -125,6 +128,7 @@ fn event(
 pub(super) async fn stream(
     State(console): State<Console>,
     uri: Uri,
+    extensions: axum::http::Extensions,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let Some(agent) = &console.agent else {
         return Err(ApiError::new(
@@ -132,8 +136,12 @@ pub(super) async fn stream(
             "there is no live trace here: the agent is not served (run toolforge serve)",
         ));
     };
-    let filter =
+    let mut filter =
         Filter::parse(&query_pairs(&uri)).map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
+    let viewer = console.viewer(&extensions);
+    if !viewer.operator {
+        filter.principal = Some(viewer.principal.as_str().to_owned());
+    }
     let Some(slot) = console.live_streams.enter() else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -223,6 +231,21 @@ mod tests {
             ("rule", "single-candidate"),
         ]));
         assert!(both.unwrap().keeps(&r));
+    }
+
+    /// The regression: the stream sent every principal's calls to anyone who opened it.
+    #[test]
+    fn a_principal_filter_keeps_only_that_principals_records() {
+        let mut mine = record("s1", Some("toolkit"), "sql_query", None);
+        mine.principal = "alice".into();
+        let mut theirs = mine.clone();
+        theirs.principal = "bob".into();
+        let filter = Filter {
+            principal: Some("alice".into()),
+            ..Filter::default()
+        };
+        assert!(filter.keeps(&mine));
+        assert!(!filter.keeps(&theirs));
     }
 
     #[test]

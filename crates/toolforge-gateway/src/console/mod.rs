@@ -56,6 +56,44 @@ pub(crate) struct Console {
     cancel: CancellationToken,
     /// Principals that may approve quarantined tools (none: the console is read-only).
     admins: Arc<[String]>,
+    /// Requests are authenticated: who looks at the console decides what it shows.
+    identity_on: bool,
+}
+
+/// Who is looking at the console. An operator (anyone when identity is off, else a
+/// `--console-admin`) sees every tool, the bill, the quarantine and every principal's trace;
+/// anyone else sees what their own principal may see, as the gateway would show it to them,
+/// and only their own trace records.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer {
+    pub principal: toolforge_policy::Principal,
+    pub operator: bool,
+}
+
+impl Console {
+    pub(crate) fn viewer(&self, extensions: &axum::http::Extensions) -> Viewer {
+        let principal = crate::identity::principal_of(extensions);
+        let operator = !self.identity_on || self.admins.iter().any(|a| a == principal.as_str());
+        Viewer {
+            principal,
+            operator,
+        }
+    }
+}
+
+/// 403 for a page only operators may see.
+pub(crate) fn operators_only(viewer: &Viewer, what: &str) -> Result<(), ApiError> {
+    if viewer.operator {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!(
+            "{what} is shown to operators only (\"{}\" is not one: the operator names them with \
+             `serve --console-admin PRINCIPAL`)",
+            viewer.principal
+        ),
+    ))
 }
 
 /// Spend reports read at once; more get 503.
@@ -68,6 +106,7 @@ pub(crate) fn routes(
     spend: Option<SpendReport>,
     cancel: CancellationToken,
     admins: &[String],
+    identity_on: bool,
 ) -> axum::Router {
     let console = Console {
         shared,
@@ -77,6 +116,7 @@ pub(crate) fn routes(
         live_streams: Arc::new(live::Streams::default()),
         cancel,
         admins: admins.into(),
+        identity_on,
     };
     axum::Router::new()
         .route("/ui", get(index))

@@ -80,6 +80,11 @@ pub struct Args {
     /// `anonymous` when no identity is configured). Without it the console is read-only.
     #[arg(long = "console-admin", value_name = "PRINCIPAL")]
     pub console_admins: Vec<String>,
+    /// With identity on, a principal besides the console admins that may read /metrics
+    /// (repeatable; a Prometheus scraper's key). Others get 403: its labels name servers and
+    /// tools.
+    #[arg(long = "metrics-reader", value_name = "PRINCIPAL")]
+    pub metrics_readers: Vec<String>,
     /// Broker rule file (YAML or JSON; default: the configuration's
     /// "toolforge": {"broker": {"rules": FILE}}).
     #[arg(long, value_name = "FILE")]
@@ -161,6 +166,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         drain_timeout: Duration::from_secs(args.drain_timeout),
         drain_grace: Duration::from_secs(args.drain_grace),
         console_admins: args.console_admins.clone(),
+        metrics_readers: args.metrics_readers.clone(),
     };
     eprintln!(
         "toolforge: serving http://{addr} (POST /chat, /chat/stream, /agent/run; /mcp; GET /tools, /health, /metrics, /openapi.json; the console at /ui)"

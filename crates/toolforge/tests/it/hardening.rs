@@ -151,3 +151,131 @@ async fn the_probes_answer_without_a_token_and_say_nothing_else() {
         .unwrap();
     assert_eq!(tools.status().as_u16(), 403);
 }
+
+const ADMIN: &str = "admin-key-0123456789";
+const BOB: &str = "bob-key-0123456789abc";
+
+/// The regression: with identity on, the console told any principal about the tools the
+/// policy hides from them (the catalog's schemas, a visibility preview and the routing
+/// explainer evaluated as `anonymous`), and showed the bill, the quarantine's diffs and
+/// `/metrics` to anyone. Now a principal sees what the gateway would show them; the operator
+/// views are for `--console-admin`s (and `/metrics` for `--metrics-reader`s too).
+#[tokio::test]
+async fn the_console_shows_a_principal_only_what_they_may_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, format!("{ADMIN} admin\n{BOB} bob\n")).unwrap();
+    let policy = dir.path().join("policy.cedar");
+    std::fs::write(
+        &policy,
+        r#"@id("everyone") permit(principal, action, resource);
+@id("no-error-tool-for-bob")
+forbid(principal == User::"bob", action, resource == Tool::"conf/test_error_handling");
+"#,
+    )
+    .unwrap();
+    let args = [
+        "--stateless",
+        "--api-keys",
+        keys.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--console-admin",
+        "admin",
+    ];
+    let served = Served::start_full(&fixture(), &[], &args).await;
+    let client = reqwest::Client::new();
+    let get = |path: &str, key: &str| {
+        client
+            .get(format!("{}{path}", served.base))
+            .bearer_auth(key)
+            .send()
+    };
+    // Both see the fixture once it is listed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let tools_of = |catalog: &Value| -> Vec<String> {
+        catalog["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let admin_catalog = loop {
+        let catalog: Value = get("/ui/api/catalog", ADMIN)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if tools_of(&catalog).len() > 1 {
+            break catalog;
+        }
+        assert!(Instant::now() < deadline, "{catalog}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let hidden = "conf/test_error_handling".to_owned();
+    assert!(tools_of(&admin_catalog).contains(&hidden));
+    assert!(admin_catalog["cache"].is_object());
+    let bob_catalog: Value = get("/ui/api/catalog", BOB)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!tools_of(&bob_catalog).contains(&hidden), "{bob_catalog}");
+    assert_eq!(
+        tools_of(&bob_catalog).len(),
+        tools_of(&admin_catalog).len() - 1
+    );
+    assert!(bob_catalog["cache"].is_null());
+    // The visibility preview runs as bob and lists nothing he may not see.
+    let preview: Value = get("/ui/api/visibility", BOB)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(preview["request"]["principal"], "bob");
+    assert!(
+        !preview.to_string().contains("test_error_handling"),
+        "{preview}"
+    );
+    // The routing explainer does not route bob to it, nor offer it.
+    let route = get("/ui/api/route?prompt=errors&tool=test_error_handling", BOB)
+        .await
+        .unwrap();
+    assert_eq!(route.status().as_u16(), 404);
+    let offer: Value = get("/ui/api/route?prompt=error%20handling", BOB)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        !offer.to_string().contains("test_error_handling"),
+        "{offer}"
+    );
+    let route = get(
+        "/ui/api/route?prompt=errors&tool=test_error_handling",
+        ADMIN,
+    )
+    .await
+    .unwrap();
+    assert_eq!(route.status().as_u16(), 200);
+    // Operator views.
+    for path in ["/ui/api/spend", "/ui/api/governance", "/metrics"] {
+        assert_eq!(
+            get(path, BOB).await.unwrap().status().as_u16(),
+            403,
+            "{path}"
+        );
+        assert_eq!(
+            get(path, ADMIN).await.unwrap().status().as_u16(),
+            200,
+            "{path}"
+        );
+    }
+}
