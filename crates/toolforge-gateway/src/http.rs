@@ -248,32 +248,84 @@ async fn not_found(req: Request) -> ApiError {
     )
 }
 
+/// The host of a `Host` header value (`host[:port]`, `[v6][:port]`), or `None` when it is not
+/// one: anything after a bracketed address but a port, a port that is not digits, characters
+/// no host name has (`@`, `/`, spaces). A lenient split let `[::1].evil.example` pass as `::1`
+/// and `localhost:1@evil.example` as `localhost`.
+fn authority_host(authority: &str) -> Option<&str> {
+    let port_ok = |port: &str| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (addr, after) = rest.split_once(']')?;
+        let valid = !addr.is_empty()
+            && addr
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        let port_fine = after.is_empty() || after.strip_prefix(':').is_some_and(port_ok);
+        return (valid && port_fine).then_some(addr);
+    }
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port_ok(port) => host,
+        Some(_) => return None,
+        None => authority,
+    };
+    let valid = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+    valid.then_some(host)
+}
+
+fn authority_allowed(authority: &str, extra: &[String]) -> bool {
+    let Some(bare) = authority_host(authority) else {
+        return false;
+    };
+    let bare_lower = bare.to_ascii_lowercase();
+    LOOPBACK_HOSTS.contains(&bare_lower.as_str())
+        || extra
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(authority) || e.eq_ignore_ascii_case(bare))
+}
+
 fn host_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+    let Some(host) = headers.get(header::HOST) else {
         return true; // HTTP/1.0 or HTTP/2 without :authority mapping: nothing to rebind
     };
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|h| h.split(']').next())
-        .unwrap_or_else(|| host.rsplit_once(':').map_or(host, |(h, _)| h));
-    LOOPBACK_HOSTS.contains(&bare) || extra.iter().any(|e| e == host || e == bare)
+    host.to_str().is_ok_and(|h| authority_allowed(h, extra))
 }
 
 fn origin_allowed(headers: &HeaderMap, extra: &[String]) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok()) else {
+    let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
+    let Ok(origin) = origin.to_str() else {
         return false;
     };
-    let mut h = HeaderMap::new();
-    if let Ok(v) = rest.parse() {
-        h.insert(header::HOST, v);
+    // An origin is `scheme://host[:port]` and nothing else (no user, path, query).
+    origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .is_some_and(|authority| authority_allowed(authority, extra))
+}
+
+/// A browser's request from another site that carries no `Origin`, other than the user
+/// opening a page: refused. Browsers leave `Origin` off some requests but always send
+/// `Sec-Fetch-Site`; without this, such a request from a foreign page passed the Origin check,
+/// which only sees the header when it is there. (With an `Origin`, the Origin check decides: a
+/// browser client on another loopback port is cross-site and allowed.)
+fn cross_site(method: &axum::http::Method, headers: &HeaderMap) -> bool {
+    let site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !site.eq_ignore_ascii_case("cross-site") || headers.contains_key(header::ORIGIN) {
+        return false;
     }
-    host_allowed(&h, extra)
+    let navigation = headers
+        .get("sec-fetch-mode")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|m| m.eq_ignore_ascii_case("navigate"));
+    let reading = method == axum::http::Method::GET || method == axum::http::Method::HEAD;
+    !(reading && navigation)
 }
 
 /// The load balancer's probes: open to everyone, whatever the identity, `Host` or `Origin`,
@@ -283,9 +335,20 @@ pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
 
 /// Why a request is refused before any route sees it: a Host or Origin that is not ours
 /// (DNS rebinding), or a declared body over the bound. `None` lets it through.
-fn refusal(path: &str, headers: &HeaderMap, opts: &HttpOptions) -> Option<ApiError> {
+fn refusal(
+    method: &axum::http::Method,
+    path: &str,
+    headers: &HeaderMap,
+    opts: &HttpOptions,
+) -> Option<ApiError> {
     if PROBE_PATHS.contains(&path) {
         return None;
+    }
+    if cross_site(method, headers) {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "a request from another site is refused (Sec-Fetch-Site); open the page itself",
+        ));
     }
     if !host_allowed(headers, &opts.extra_hosts) {
         return Some(ApiError::new(
@@ -446,7 +509,7 @@ async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: N
     let listening = method == axum::http::Method::GET && route == "/mcp";
     let in_flight = (!listening).then(|| opts.drain.enter());
     req.extensions_mut().insert(opts.metrics.clone());
-    let response = match refusal(req.uri().path(), req.headers(), &opts) {
+    let response = match refusal(req.method(), req.uri().path(), req.headers(), &opts) {
         Some(refused) => refused.into_response(),
         None => next.run(req).await,
     };
@@ -651,5 +714,82 @@ pub async fn serve(
             closed.cancelled().await;
             tokio::time::sleep(CLOSE_GRACE).await;
         } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    /// The regression: `[::1].evil…` passed as `::1` and `localhost:1@evil…` as `localhost`.
+    #[test]
+    fn hosts_and_origins_are_parsed_strictly() {
+        let extra = vec!["gw.example".to_owned()];
+        for (origin, allowed) in [
+            ("http://localhost", true),
+            ("http://localhost:8000", true),
+            ("https://127.0.0.1:1", true),
+            ("http://[::1]:8000", true),
+            ("http://LOCALHOST:8000", true),
+            ("https://gw.example", true),
+            ("http://[::1].evil.example", false),
+            ("http://[::1]x:80", false),
+            ("http://localhost:1@evil.example", false),
+            ("http://localhost@evil.example", false),
+            ("http://localhost:8000/path", false),
+            ("http://localhost:80a", false),
+            ("http://evil.example", false),
+            ("ftp://localhost", false),
+            ("null", false),
+            ("http://", false),
+        ] {
+            assert_eq!(
+                origin_allowed(&headers(&[("origin", origin)]), &extra),
+                allowed,
+                "{origin}"
+            );
+        }
+        for (host, allowed) in [
+            ("localhost:8000", true),
+            ("[::1]:8000", true),
+            ("gw.example", true),
+            ("[::1].evil.example", false),
+            ("localhost:1@evil.example", false),
+        ] {
+            assert_eq!(
+                host_allowed(&headers(&[("host", host)]), &extra),
+                allowed,
+                "{host}"
+            );
+        }
+    }
+
+    /// The regression: a cross-site request with no `Origin` was accepted.
+    #[test]
+    fn cross_site_requests_are_refused_but_navigations() {
+        use axum::http::Method;
+        let site = |s: &'static str, mode: &'static str| {
+            headers(&[("sec-fetch-site", s), ("sec-fetch-mode", mode)])
+        };
+        assert!(cross_site(&Method::POST, &site("cross-site", "cors")));
+        assert!(cross_site(&Method::POST, &site("cross-site", "no-cors")));
+        assert!(cross_site(&Method::GET, &site("cross-site", "cors")));
+        // With an Origin, the Origin check decides.
+        let mut with_origin = site("cross-site", "cors");
+        with_origin.insert("origin", "http://localhost:6274".parse().unwrap());
+        assert!(!cross_site(&Method::POST, &with_origin));
+        assert!(!cross_site(&Method::POST, &site("same-site", "cors")));
+        assert!(!cross_site(&Method::GET, &site("cross-site", "navigate")));
+        assert!(!cross_site(&Method::POST, &site("same-origin", "cors")));
+        assert!(!cross_site(&Method::POST, &site("none", "navigate")));
+        assert!(!cross_site(&Method::POST, &HeaderMap::new()));
     }
 }

@@ -258,12 +258,19 @@ pub async fn authenticate(
     if path == "/openapi.json" || crate::http::PROBE_PATHS.contains(&path) {
         return next.run(req).await;
     }
+    let console = path == "/ui" || path.starts_with("/ui/");
     match identity.authenticate(req.headers()) {
         Ok(principal) => {
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
-        Err(e) => unauthorized(&e),
+        Err(e) => {
+            let mut response = unauthorized(&e);
+            if console {
+                crate::console::set_secure_headers(response.headers_mut());
+            }
+            response
+        }
     }
 }
 

@@ -158,7 +158,13 @@ async fn unknown(Path(rest): Path<String>) -> ApiError {
 /// The policy and its companions on every `/ui` response.
 async fn secure_headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
-    let headers = response.headers_mut();
+    set_secure_headers(response.headers_mut());
+    response
+}
+
+/// Puts the console's policy and its companions on `headers`: on every `/ui` response, also
+/// those answered before the console's routes (a 401 of identity).
+pub(crate) fn set_secure_headers(headers: &mut axum::http::HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
@@ -173,5 +179,4 @@ async fn secure_headers(req: Request, next: Next) -> Response {
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }

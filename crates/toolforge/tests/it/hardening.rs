@@ -279,3 +279,50 @@ forbid(principal == User::"bob", action, resource == Tool::"conf/test_error_hand
         );
     }
 }
+
+/// The regressions of the console's front door: a 401 of `/ui` carried no Content-Security-
+/// Policy, and a cross-site request without an `Origin` passed. Now the 401 has the console's
+/// headers, and such a request is refused before identity or any route sees it.
+#[tokio::test]
+async fn the_consoles_front_door_refuses_cross_site_and_keeps_its_policy() {
+    let served = serve(true).await;
+    let client = reqwest::Client::new();
+    let ui = client
+        .get(format!("{}/ui/", served.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ui.status().as_u16(), 401);
+    let csp = ui
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(csp.contains("default-src 'none'"), "{csp:?}");
+    let approve = client
+        .post(format!("{}/ui/api/governance/approve", served.base))
+        .bearer_auth(KEY)
+        .header("sec-fetch-site", "cross-site")
+        .header("sec-fetch-mode", "no-cors")
+        .json(&json!({"server": "conf", "tool": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approve.status().as_u16(), 403);
+    assert!(approve.text().await.unwrap().contains("another site"));
+    for origin in [
+        "http://[::1].evil.example",
+        "http://localhost:1@evil.example",
+    ] {
+        let r = client
+            .post(format!("{}/ui/api/governance/approve", served.base))
+            .bearer_auth(KEY)
+            .header("origin", origin)
+            .json(&json!({"server": "conf", "tool": "x"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "{origin}");
+    }
+}
