@@ -2,14 +2,21 @@
 //! so clients that open connections and never finish (or never send) a request cannot hold
 //! file descriptors or crowd out others.
 //!
-//! - At most `max_connections` are served at once; past that the listener stops accepting
-//!   (new connections wait in the kernel's backlog) until one closes.
+//! - At most `max_connections` are served at once. At the cap, the next connection is accepted
+//!   and waits for a place while the connection idle the longest (no request in flight) is
+//!   closed gracefully to make one: keep-alive connections held open by slow or idle peers
+//!   cannot starve new clients. When every connection has a request in flight, the new one
+//!   waits (others wait in the kernel's backlog) until one closes.
 //! - A connection must deliver a request's complete headers within `header_read_timeout` of
 //!   opening, and of its previous response ending (HTTP/1.1 keep-alive): else it is closed.
 //! - A connection on which no request has started for `idle_timeout` is shut down gracefully
 //!   (a response still being sent finishes first; HTTP/2 gets `GOAWAY`).
 
+use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -72,17 +79,10 @@ pub async fn serve_connections(
     let cancel = stop.accept;
     let close = stop.close;
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let open = Arc::new(Connections::default());
     // Every connection task holds a receiver; the sender sees them all gone at the end.
     let (open_tx, open_rx) = watch::channel(());
     loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = cancel.cancelled() => break,
-            () = close.cancelled() => break,
-        };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
@@ -100,16 +100,34 @@ pub async fn serve_connections(
             () = cancel.cancelled() => break,
             () = close.cancelled() => break,
         };
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // Full: make room by closing the connection idle the longest, then wait.
+                open.evict_idlest();
+                tokio::select! {
+                    permit = slots.clone().acquire_owned() => match permit {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    () = cancel.cancelled() => break,
+                    () = close.cancelled() => break,
+                }
+            }
+        };
         // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
         // kernel holds each later write ~40 ms for the client's delayed ACK.
         let _ = tcp.set_nodelay(true);
         let router = router.clone();
         let close = close.clone();
-        let open = open_rx.clone();
+        let alive = open_rx.clone();
+        let activity = open.register();
+        let open = open.clone();
         tokio::spawn(async move {
-            serve_connection(tcp, router, limits, close).await;
+            serve_connection(tcp, router, limits, close, &activity).await;
+            open.remove(&activity);
             drop(permit);
-            drop(open);
+            drop(alive);
         });
     }
     drop(open_rx);
@@ -118,9 +136,13 @@ pub async fn serve_connections(
     Ok(())
 }
 
-/// When a connection last started a request (or opened).
+/// When a connection last started or finished a request (or opened), how many it has in
+/// flight, and the signal that asks it to close to make room.
 struct Activity {
+    id: u64,
     requests: Mutex<(u64, Instant)>,
+    in_flight: AtomicUsize,
+    evict: CancellationToken,
 }
 
 impl Activity {
@@ -132,6 +154,60 @@ impl Activity {
 
     fn get(&self) -> (u64, Instant) {
         *self.requests.lock()
+    }
+}
+
+/// One request of a connection in flight until its response body has been sent or dropped.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        Self(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.requests.lock().1 = Instant::now();
+    }
+}
+
+/// The open connections, for choosing one to close when the cap is reached.
+#[derive(Default)]
+struct Connections {
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Activity>>>,
+}
+
+impl Connections {
+    fn register(&self) -> Arc<Activity> {
+        let activity = Arc::new(Activity {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            requests: Mutex::new((0, Instant::now())),
+            in_flight: AtomicUsize::new(0),
+            evict: CancellationToken::new(),
+        });
+        self.open.lock().insert(activity.id, activity.clone());
+        activity
+    }
+
+    fn remove(&self, activity: &Activity) {
+        self.open.lock().remove(&activity.id);
+    }
+
+    /// Asks the connection idle the longest (no request in flight, not asked already) to close.
+    fn evict_idlest(&self) {
+        let open = self.open.lock();
+        let idlest = open
+            .values()
+            .filter(|a| a.in_flight.load(Ordering::Acquire) == 0 && !a.evict.is_cancelled())
+            .min_by_key(|a| a.get().1);
+        if let Some(activity) = idlest {
+            tracing::debug!("at the connection cap: closing the connection idle the longest");
+            activity.evict.cancel();
+        }
     }
 }
 
@@ -161,6 +237,7 @@ async fn watch_connection(
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}
             () = cancel.cancelled() => return Close::Gracefully,
+            () = activity.evict.cancelled() => return Close::Gracefully,
         }
         if activity.get().0 != count {
             continue; // a request started meanwhile
@@ -180,14 +257,22 @@ async fn serve_connection(
     router: axum::Router,
     limits: ConnectionLimits,
     cancel: CancellationToken,
+    activity: &Arc<Activity>,
 ) {
-    let activity = Arc::new(Activity {
-        requests: Mutex::new((0, Instant::now())),
-    });
     let seen = activity.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         seen.touch();
-        router.clone().oneshot(req.map(axum::body::Body::new))
+        let in_flight = InFlight::new(seen.clone());
+        let response = router.clone().oneshot(req.map(axum::body::Body::new));
+        async move {
+            let response = response.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                axum::body::Body::new(HeldBody {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }))
+        }
     });
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -196,7 +281,7 @@ async fn serve_connection(
         .header_read_timeout(limits.header_read_timeout);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
     tokio::pin!(conn);
-    let watcher = watch_connection(&activity, limits, &cancel);
+    let watcher = watch_connection(activity, limits, &cancel);
     tokio::pin!(watcher);
     let mut watching = true;
     loop {
@@ -215,5 +300,31 @@ async fn serve_connection(
                 }
             }
         }
+    }
+}
+
+/// A response body that holds its request in flight until it is sent or dropped.
+struct HeldBody {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }

@@ -118,3 +118,39 @@ async fn past_the_cap_connections_wait_for_a_place() {
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
     cancel.cancel();
 }
+
+/// The regression: the cap was one pool, so peers holding keep-alive connections open between
+/// requests starved new clients until the idle timeout (two minutes by default). Now a new
+/// connection at the cap closes the connection idle the longest; one with a response in
+/// flight is left alone.
+#[tokio::test]
+async fn at_the_cap_the_idlest_keep_alive_connection_makes_room() {
+    let (addr, cancel) = serve(ConnectionLimits {
+        max_connections: 3,
+        header_read_timeout: Duration::from_secs(3600),
+        idle_timeout: Duration::from_secs(3600),
+    })
+    .await;
+    // Three keep-alive connections, each after one answered request.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        held.push(conn);
+    }
+    // Without eviction this waits for the hour-long idle timeout.
+    for _ in 0..3 {
+        let answered = tokio::time::timeout(Duration::from_secs(30), health(addr))
+            .await
+            .expect("a new client is served while idle keep-alive connections hold the cap");
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    }
+    // The first (idlest) connection was closed to make room.
+    assert!(closed_by_server(&mut held[0], Duration::from_secs(10)).await);
+    cancel.cancel();
+}
