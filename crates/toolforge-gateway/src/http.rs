@@ -629,6 +629,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         opts.max_body_bytes,
         (!opts.stateless).then(|| sessions.clone()),
         Some(lists),
+        opts.identity.is_some(),
     ));
     let mcp = axum::Router::new().nest_service(
         "/mcp",

@@ -118,13 +118,14 @@ pub async fn serve_connections(
         // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
         // kernel holds each later write ~40 ms for the client's delayed ACK.
         let _ = tcp.set_nodelay(true);
+        let peer = tcp.peer_addr().ok();
         let router = router.clone();
         let close = close.clone();
         let alive = open_rx.clone();
         let activity = open.register();
         let open = open.clone();
         tokio::spawn(async move {
-            serve_connection(tcp, router, limits, close, &activity).await;
+            serve_connection(tcp, peer, router, limits, close, &activity).await;
             open.remove(&activity);
             drop(permit);
             drop(alive);
@@ -254,6 +255,7 @@ async fn watch_connection(
 
 async fn serve_connection(
     tcp: TcpStream,
+    peer: Option<std::net::SocketAddr>,
     router: axum::Router,
     limits: ConnectionLimits,
     cancel: CancellationToken,
@@ -263,7 +265,13 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         seen.touch();
         let in_flight = InFlight::new(seen.clone());
-        let response = router.clone().oneshot(req.map(axum::body::Body::new));
+        let mut req = req.map(axum::body::Body::new);
+        if let Some(peer) = peer {
+            // Who is on the other end, for what is decided per peer (session owners).
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
+        let response = router.clone().oneshot(req);
         async move {
             let response = response.await?;
             Ok::<_, std::convert::Infallible>(response.map(|body| {

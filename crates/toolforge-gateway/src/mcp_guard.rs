@@ -5,7 +5,10 @@
 //! - JSON-RPC errors with the spec's codes: -32700 for a body that is not JSON, -32600 for one
 //!   that is not a JSON-RPC 2.0 message, -32602 for the parameters of the methods the gateway
 //!   routes (`tools/call` without a `name`, say);
-//! - the session cap: a new session past `max_sessions` gets 503 with a JSON-RPC error;
+//! - the session cap: a new session past `max_sessions` gets 503 with a JSON-RPC error, unless
+//!   an owner holding more than its share gives up its oldest (`crate::mcp_sessions`);
+//! - session owners: a session is used (and closed) only by whoever opened it; anyone else
+//!   gets "session not found";
 //! - request ids in flight: a request reusing the id of one still unanswered on the same session
 //!   is answered with an error at once (rmcp would route both answers to one of them and leave
 //!   the other waiting forever);
@@ -28,7 +31,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::list_splice::{ListSlot, Resolve};
-use crate::mcp_sessions::CappedSessions;
+use crate::mcp_sessions::{CappedSessions, SessionOwner};
 
 mod peek;
 
@@ -54,6 +57,8 @@ pub(crate) struct McpGuard {
     pub(crate) lists: Option<Resolve>,
     /// (session id, request id as JSON) of every request not yet answered.
     in_flight: Arc<Mutex<HashSet<(String, String)>>>,
+    /// Requests are authenticated: a session's owner is its principal (else its peer address).
+    identity_on: bool,
 }
 
 impl McpGuard {
@@ -61,14 +66,42 @@ impl McpGuard {
         max_body_bytes: usize,
         sessions: Option<Arc<CappedSessions>>,
         lists: Option<Resolve>,
+        identity_on: bool,
     ) -> Self {
         Self {
             max_body_bytes,
             sessions,
             lists,
             in_flight: Arc::default(),
+            identity_on,
         }
     }
+
+    /// Whether the request may use the session it names (always, when it names none).
+    fn may_use_session(
+        &self,
+        headers: &axum::http::HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> bool {
+        let (Some(sessions), Some(id)) = (
+            &self.sessions,
+            headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()),
+        ) else {
+            return true;
+        };
+        sessions.may_use(id, &SessionOwner::of(extensions, self.identity_on))
+    }
+}
+
+/// The answer to a request on a session it does not own: the one an unknown session gets, so
+/// that it learns nothing about the session.
+fn not_its_session() -> Response {
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        &Value::Null,
+        -32001,
+        crate::http::SESSION_GONE_MESSAGE,
+    )
 }
 
 /// A JSON-RPC error response.
@@ -188,6 +221,9 @@ fn check_params(method: &str, params: Option<&Value>, modern: bool) -> Result<()
 
 /// The `/mcp` guard (an axum middleware).
 pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Next) -> Response {
+    if !g.may_use_session(req.headers(), req.extensions()) {
+        return not_its_session();
+    }
     if req.method() != Method::POST {
         let resumed = req.method() == Method::GET && req.headers().contains_key("last-event-id");
         let response = next.run(req).await;
@@ -232,20 +268,24 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let mut opens = None;
     if session.is_none()
         && peeked.method.as_deref() == Some("initialize")
         && let Some(sessions) = &g.sessions
-        && sessions.is_full().await
     {
-        return rpc_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &peeked.id_value(),
-            code::SERVER_BUSY,
-            format!(
-                "the gateway already has its maximum of {} sessions open; try again later",
-                sessions.max_sessions()
-            ),
-        );
+        let owner = SessionOwner::of(&parts.extensions, g.identity_on);
+        if !sessions.admit(&owner).await {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &peeked.id_value(),
+                code::SERVER_BUSY,
+                format!(
+                    "the gateway already has its maximum of {} sessions open; try again later",
+                    sessions.max_sessions()
+                ),
+            );
+        }
+        opens = Some((sessions.clone(), owner));
     }
     let mut claim = None;
     if let (Some(session), true) = (session, peeked.is_request) {
@@ -287,6 +327,14 @@ pub(crate) async fn guard(State(g): State<Arc<McpGuard>>, req: Request, next: Ne
         req.extensions_mut().insert(slot.clone());
     }
     let mut response = next.run(req).await;
+    if let Some((sessions, owner)) = opens
+        && let Some(id) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        sessions.bind(id, owner);
+    }
     if let Some(slot) = slot {
         response = crate::list_splice::splice(response, slot).await;
     }

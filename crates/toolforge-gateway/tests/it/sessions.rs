@@ -121,3 +121,91 @@ async fn a_reused_request_id_in_flight_is_answered_with_an_error() {
     let body = String::from_utf8_lossy(&body);
     assert!(rpc(&body).get("result").is_some(), "{body}");
 }
+
+const ALICE: &str = "alice-key-0123456789";
+const BOB: &str = "bob-key-0123456789abc";
+
+fn keyed(
+    key: &str,
+    mut req: axum::http::Request<axum::body::Body>,
+) -> axum::http::Request<axum::body::Body> {
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    req
+}
+
+fn with_keys(max_sessions: usize) -> HttpOptions {
+    let identity = toolforge_gateway::identity::Identity::default()
+        .with_api_keys(&format!("{ALICE} alice\n{BOB} bob\n"))
+        .unwrap();
+    HttpOptions {
+        identity: Some(std::sync::Arc::new(identity)),
+        ..limits(max_sessions, Duration::from_secs(300))
+    }
+}
+
+/// `initialize` as the holder of `key`: the status and the session id, if one opened.
+async fn open_as(router: &axum::Router, key: &str) -> (u16, Option<String>) {
+    let res = router
+        .clone()
+        .oneshot(keyed(key, mcp_post(None, INITIALIZE)))
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let id = res
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let _ = text(res).await;
+    (status, id)
+}
+
+/// The regression: another principal could use, and close, a session whose id it learned.
+#[tokio::test]
+async fn a_session_answers_only_the_principal_that_opened_it() {
+    let (router, _dir) = app(with_keys(10)).await;
+    let (status, session) = open_as(&router, ALICE).await;
+    assert_eq!(status, 200);
+    let session = session.unwrap();
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let (status, body) = send(&router, keyed(BOB, mcp_post(Some(&session), ping))).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("session not found"), "{body}");
+    let delete = axum::http::Request::delete("/mcp")
+        .header("host", "127.0.0.1")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, _) = send(&router, keyed(BOB, delete)).await;
+    assert_eq!(status, 404);
+    // Still alice's, and still open.
+    let (status, body) = send(&router, keyed(ALICE, mcp_post(Some(&session), ping))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(rpc(&body).get("result").is_some(), "{body}");
+}
+
+/// The regression: one client could take every session place, and everyone else got 503
+/// until its sessions idled out. Now a newcomer gets in while someone holds more than their
+/// share: that holder's oldest session is closed for it.
+#[tokio::test]
+async fn one_principal_cannot_take_every_session_place() {
+    let (router, _dir) = app(with_keys(4)).await;
+    let mut alices = Vec::new();
+    for _ in 0..4 {
+        let (status, id) = open_as(&router, ALICE).await;
+        assert_eq!(status, 200);
+        alices.push(id.unwrap());
+    }
+    // Full: alice gets no fifth, bob still gets in (twice), alice's oldest ones make room.
+    assert_eq!(open_as(&router, ALICE).await.0, 503);
+    assert_eq!(open_as(&router, BOB).await.0, 200);
+    assert_eq!(open_as(&router, BOB).await.0, 200);
+    // Two each now: nobody holds more than the newcomer plus one.
+    assert_eq!(open_as(&router, BOB).await.0, 503);
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let (status, _) = send(&router, keyed(ALICE, mcp_post(Some(&alices[0]), ping))).await;
+    assert_eq!(status, 404, "alice's oldest session made room");
+    let (status, _) = send(&router, keyed(ALICE, mcp_post(Some(&alices[3]), ping))).await;
+    assert_eq!(status, 200, "her newest is still open");
+}
