@@ -23,6 +23,7 @@ pub mod mrtr;
 pub mod openapi;
 pub mod parked;
 mod spans;
+pub mod state_ledger;
 mod subscriptions;
 mod uri_template;
 pub mod visible;

@@ -47,6 +47,10 @@ pub struct Envelope {
     /// Who made the call (the request's principal); a retry by anyone else is refused.
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<String>,
+    /// A random id, spent by the first retry (`crate::state_ledger`): a second retry with the
+    /// same state is refused. Parked calls have their own (`parked`).
+    #[serde(rename = "n", default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
     /// A call parked on a replica while a handshake-era backend waits for this client's
     /// answer (`crate::parked`): its id, the replica and the round.
     #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
@@ -260,6 +264,7 @@ mod tests {
             tool: "forecast".into(),
             backend_state: Some("opaque-backend-state".into()),
             caller: Some("alice".into()),
+            nonce: Some("n1".into()),
             parked: None,
         }
     }

@@ -284,6 +284,16 @@ pub async fn launch_pool(
 /// with a warning) each process seals with a random key of its own, so a retry must reach the
 /// replica that sealed it.
 pub async fn apply_state_key(shared: &toolforge_gateway::Shared) -> anyhow::Result<()> {
+    // Replicas on one Redis share which sealed states were used, as they share the key.
+    if let Some(url) = env("REDIS_URL") {
+        match crate::state_key::RedisLedger::connect(&url).await {
+            Ok(ledger) => shared.set_state_ledger(std::sync::Arc::new(ledger)),
+            Err(e) => tracing::warn!(
+                "{e:#}; used requestStates are remembered by this process only (a retry replayed \
+                 to another replica is not caught)"
+            ),
+        }
+    }
     if let Some(key) = env("TOOLFORGE_STATE_KEY") {
         return shared
             .set_state_key(key.as_bytes())

@@ -213,11 +213,23 @@ impl Gateway {
         let name = req.name.to_string();
         // A retry of a call parked on this replica (its backend asked mid-call).
         let mut parked = None;
+        let mut nonce = None;
         let span = toolforge_agent::spans::route();
         let routed = match req.request_state.take() {
             // A retry after `input_required`: the same server and tool, from the sealed state.
             Some(sealed) => {
-                span.in_scope(|| self.resumed(&ctx, &name, &sealed, &mut req, &mut parked))
+                let resumed = span.in_scope(|| {
+                    self.resumed(&ctx, &name, &sealed, &mut req, &mut parked, &mut nonce)
+                });
+                // Spent before anything is sent: a state replayed is refused, not run again.
+                match resumed {
+                    Ok(routed) if parked.is_none() => self
+                        .shared
+                        .spend_state(nonce.as_deref())
+                        .await
+                        .map(|()| routed),
+                    other => other,
+                }
             }
             None => {
                 self.routed(&ctx, &name, &req)
@@ -393,6 +405,7 @@ impl Gateway {
                 tool: name.to_owned(),
                 backend_state: result.request_state.clone(),
                 caller: Some(self.scope(ctx).principal.to_string()),
+                nonce: Some(uuid::Uuid::new_v4().simple().to_string()),
                 parked: None,
             };
             let sealed = self.shared.seal().seal(key, &envelope);
@@ -415,8 +428,9 @@ impl Gateway {
         })
     }
 
-    /// Opens a retry's sealed state for `key`, checking it names `server`; the backend's state.
-    pub(super) fn reopened(
+    /// Opens a retry's sealed state for `key`, checking it names `server` and spending it (a
+    /// second retry with it is refused); the backend's state.
+    pub(super) async fn reopened(
         &self,
         ctx: &RequestContext<RoleServer>,
         key: &str,
@@ -431,6 +445,7 @@ impl Gateway {
                 None,
             ));
         }
+        self.shared.spend_state(envelope.nonce.as_deref()).await?;
         Ok(envelope.backend_state)
     }
 
@@ -492,6 +507,7 @@ impl Gateway {
         sealed: &str,
         req: &mut CallToolRequestParams,
         parked: &mut Option<mrtr::ParkedState>,
+        nonce: &mut Option<String>,
     ) -> Result<(Routed, Scope), McpError> {
         let envelope = self
             .shared
@@ -504,6 +520,7 @@ impl Gateway {
         }
         envelope.check_caller(&scope.principal.to_string())?;
         *parked = envelope.parked;
+        *nonce = envelope.nonce;
         req.request_state = envelope.backend_state;
         Ok((
             Routed {

@@ -128,6 +128,8 @@ pub struct Shared {
     pub tool_mode: ToolMode,
     /// Seals the state of calls waiting for the client's input (2026-07-28).
     seal: RwLock<Arc<StateSeal>>,
+    /// The sealed states already used for a retry: each is good for one.
+    ledger: RwLock<Arc<dyn crate::state_ledger::StateLedger>>,
     /// Open `subscriptions/listen` streams (2026-07-28).
     listeners: Arc<Listeners>,
     /// Calls parked while a handshake-era backend waits for a 2026-07-28 client's input.
@@ -190,6 +192,7 @@ impl Shared {
             list_cache: list_cache::ListCache::default(),
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
+            ledger: RwLock::new(Arc::new(crate::state_ledger::MemoryLedger::default())),
             listeners: Arc::new(Listeners::default()),
             parked: Arc::new(ParkingLot::default()),
             selection: Mutex::new(None),
@@ -225,6 +228,37 @@ impl Shared {
     pub fn set_state_key(&self, key: &[u8]) -> Result<(), mrtr::KeyTooShort> {
         *self.seal.write() = Arc::new(StateSeal::new(key)?);
         Ok(())
+    }
+
+    /// Keeps the spent `requestState`s in `ledger` from now on (give replicas that share a
+    /// state key one ledger, or a retry replayed to another replica is taken there).
+    pub fn set_state_ledger(&self, ledger: Arc<dyn crate::state_ledger::StateLedger>) {
+        *self.ledger.write() = ledger;
+    }
+
+    /// Spends the nonce of an opened envelope; refuses an envelope used before (or one
+    /// without a nonce), before anything reaches the backend.
+    pub(super) async fn spend_state(&self, nonce: Option<&str>) -> Result<(), McpError> {
+        let Some(nonce) = nonce else {
+            return Err(McpError::invalid_params(
+                "requestState is not valid: it was changed, has expired, or was not issued by \
+                 this gateway for this tool",
+                None,
+            ));
+        };
+        let ledger = self.ledger.read().clone();
+        match ledger.spend(nonce, mrtr::STATE_TTL).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(McpError::invalid_params(
+                "requestState was already used: each is good for one retry (the request it \
+                 continues may have run already, so it is not sent again)",
+                None,
+            )),
+            Err(why) => Err(McpError::internal_error(
+                format!("requestState cannot be checked now: {why}"),
+                None,
+            )),
+        }
     }
 
     /// Traces every tool call through the gateway to `sink` from now on (one record per call,

@@ -109,6 +109,7 @@ impl Gateway {
             tool: sealing.id.name.clone(),
             backend_state: None,
             caller: Some(sealing.caller.to_owned()),
+            nonce: None,
             parked: Some(ticket.into()),
         };
         let state = self.shared.seal().seal(sealing.key, &envelope);

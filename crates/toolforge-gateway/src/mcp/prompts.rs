@@ -111,7 +111,7 @@ impl Gateway {
         };
         let key = format!("prompts/get:{exposed}");
         if let Some(sealed) = req.request_state.take() {
-            req.request_state = self.reopened(&ctx, &key, &sealed, &server)?;
+            req.request_state = self.reopened(&ctx, &key, &sealed, &server).await?;
         }
         req.name = prompt.name;
         let mut rounds = 0;

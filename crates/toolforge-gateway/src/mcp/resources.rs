@@ -176,7 +176,7 @@ impl Gateway {
         };
         let key = format!("resources/read:{}", req.uri);
         if let Some(sealed) = req.request_state.take() {
-            req.request_state = self.reopened(&ctx, &key, &sealed, &server)?;
+            req.request_state = self.reopened(&ctx, &key, &sealed, &server).await?;
         }
         let mut rounds = 0;
         loop {

@@ -371,6 +371,40 @@ async fn a_changed_or_foreign_request_state_is_refused() {
     }
 }
 
+/// The regression: a 2026-07-28 backend's sealed state could be replayed by its own caller
+/// within its lifetime, and the backend ran the call again (a payment, twice). Each state is
+/// good for one retry: the second is refused before it reaches the backend.
+#[tokio::test]
+async fn a_modern_backends_request_state_is_good_for_one_retry() {
+    let (served, _backend) = modern_asking_gateway().await;
+    let first = modern_call(&served, json!({})).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("an input request");
+    let answer = json!({"role": "assistant", "model": "m",
+        "content": {"type": "text", "text": "answered once"}});
+    let retry = json!({
+        "requestState": first["result"]["requestState"],
+        "inputResponses": {key: answer},
+    });
+    let done = modern_call(&served, retry.clone()).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "answered once",
+        "{done}"
+    );
+    let again = modern_call(&served, retry).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already used")),
+        "{again}"
+    );
+}
+
 /// A handshake-era backend asks a 2026-07-28 client mid-call (`who` samples mid-call on
 /// 2025-11-25): the gateway parks the call and gives the client `input_required`; the retry
 /// answers the waiting backend and gets the call's result. The same state again finds no call
