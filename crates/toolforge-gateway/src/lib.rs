@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod mrtr;
 pub mod openapi;
 pub mod parked;
+mod resource_uri;
 mod spans;
 pub mod state_ledger;
 mod subscriptions;

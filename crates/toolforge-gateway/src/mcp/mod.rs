@@ -526,3 +526,21 @@ pub(crate) fn bounded_uri(uri: &str) -> Result<(), McpError> {
         None,
     ))
 }
+
+/// A client's resource URI, bounded and in its one spelling ([`crate::resource_uri`]): what
+/// visibility and policy decide on and what the backend reads. Refused when it cannot be
+/// normalised.
+pub(crate) fn normalised_uri(uri: &str) -> Result<String, McpError> {
+    bounded_uri(uri)?;
+    crate::resource_uri::normalise(uri).map_err(|problem| {
+        McpError::invalid_params(
+            format!("{problem}; it is refused rather than guessed at"),
+            None,
+        )
+    })
+}
+
+/// Whether a listed resource's URI is `uri` (the client's, normalised).
+pub(crate) fn same_uri(listed: &str, uri: &str) -> bool {
+    listed == uri || crate::resource_uri::normalise(listed).is_ok_and(|l| l == uri)
+}

@@ -24,7 +24,7 @@ impl Shared {
             .pool
             .resources()
             .into_iter()
-            .find(|(_, r)| r.uri == uri)
+            .find(|(_, r)| super::same_uri(&r.uri, uri))
         {
             return Some(server);
         }
@@ -91,7 +91,7 @@ impl Gateway {
             .pool
             .resources()
             .into_iter()
-            .find(|(s, r)| *s == server && r.uri == uri)
+            .find(|(s, r)| *s == server && super::same_uri(&r.uri, uri))
         {
             names.push(r.name.clone());
             item = serde_json::to_value(&r).unwrap_or_default();
@@ -167,6 +167,7 @@ impl Gateway {
         mut req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        req.uri = super::normalised_uri(&req.uri)?;
         let server = match self.visible_resource_server(&ctx, &req.uri) {
             Err(_) if self.shared.pool.starting() => {
                 self.shared.pool.settled(START_WAIT_FOR_CALL).await;
@@ -209,9 +210,10 @@ impl Gateway {
 
     pub(super) async fn serve_subscribe(
         &self,
-        req: SubscribeRequestParams,
+        mut req: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        req.uri = super::normalised_uri(&req.uri)?;
         let server = self.visible_resource_server(&ctx, &req.uri)?;
         // Only what the backend offers: a listed resource, or a URI one of its templates
         // matches (the server a bare URI would fall back to does not count).
@@ -220,7 +222,7 @@ impl Gateway {
             .pool
             .resources()
             .iter()
-            .any(|(s, r)| *s == server && r.uri == req.uri)
+            .any(|(s, r)| *s == server && super::same_uri(&r.uri, &req.uri))
             || self
                 .shared
                 .pool
@@ -250,10 +252,10 @@ impl Gateway {
 
     pub(super) async fn serve_unsubscribe(
         &self,
-        req: UnsubscribeRequestParams,
+        mut req: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        super::bounded_uri(&req.uri)?;
+        req.uri = super::normalised_uri(&req.uri)?;
         // Nothing is kept for a URI this session was not subscribed to.
         let last = self
             .shared

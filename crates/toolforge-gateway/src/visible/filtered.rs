@@ -97,7 +97,10 @@ impl<H: ServerHandler + Clone> Filtered<H> {
         let mut names = vec![uri.to_owned()];
         let mut item = serde_json::Value::Null;
         if let Ok(listed) = self.inner.list_resources(None, ctx.clone()).await
-            && let Some(r) = listed.resources.iter().find(|r| r.uri == uri)
+            && let Some(r) = listed
+                .resources
+                .iter()
+                .find(|r| crate::mcp::same_uri(&r.uri, uri))
         {
             names.push(r.name.clone());
             item = serde_json::to_value(r).unwrap_or_default();
@@ -237,18 +240,20 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
 
     async fn read_resource(
         &self,
-        request: ReadResourceRequestParams,
+        mut request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        request.uri = crate::mcp::normalised_uri(&request.uri)?;
         self.check_resource(&request.uri, &ctx).await?;
         self.inner.read_resource(request, ctx).await
     }
 
     async fn subscribe(
         &self,
-        request: SubscribeRequestParams,
+        mut request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        request.uri = crate::mcp::normalised_uri(&request.uri)?;
         self.check_resource(&request.uri, &ctx).await?;
         self.inner.subscribe(request, ctx).await
     }

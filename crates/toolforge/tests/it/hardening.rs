@@ -326,3 +326,58 @@ async fn the_consoles_front_door_refuses_cross_site_and_keeps_its_policy() {
         assert_eq!(r.status().as_u16(), 403, "{origin}");
     }
 }
+
+/// The regression: a policy on a resource matched its URI string exactly, so other spellings
+/// of the same URI (`?`, `#x`, case, `./`, `%2D`) reached the backend. Every spelling is now
+/// decided as one URI, and one that cannot be normalised is refused.
+#[tokio::test]
+async fn a_resource_policy_holds_for_every_spelling_of_the_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, format!("{KEY} alice\n")).unwrap();
+    let policy = dir.path().join("policy.cedar");
+    std::fs::write(
+        &policy,
+        r#"@id("everyone") permit(principal, action, resource);
+@id("no-static-text")
+forbid(principal, action == Action::"read", resource == Resource::"test://static-text");
+"#,
+    )
+    .unwrap();
+    let args = [
+        "--stateless",
+        "--api-keys",
+        keys.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ];
+    let served = Served::start_full(&fixture(), &[], &args).await;
+    template_listed(&served, Some(KEY)).await;
+    let read = |uri: &'static str| rpc(&served, Some(KEY), "resources/read", json!({"uri": uri}));
+    for spelling in [
+        "test://static-text",
+        "test://static-text?",
+        "test://static-text#x",
+        "TEST://STATIC-TEXT",
+        "test://./static-text",
+        "test://static%2Dtext",
+        "test://static%2dtext?#y",
+    ] {
+        let answer = read(spelling).await;
+        assert!(answer.get("result").is_none(), "{spelling}: {answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{spelling}: {answer}");
+    }
+    let refused = read("test://static%zz").await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("percent-encoding")),
+        "{refused}"
+    );
+    // Another resource of the fixture, in another spelling, is read as that resource.
+    let binary = read("test://static%2Dbinary#x").await;
+    assert_eq!(
+        binary["result"]["contents"][0]["uri"], "test://static-binary",
+        "{binary}"
+    );
+}
