@@ -21,4 +21,4 @@ pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
 pub use governance::{Governance, Limiter, Refusal};
 pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, Step, Visibility};
 pub use session::{MemorySessions, RedisSessions, SessionStore};
-pub use trace::{RecordKind, TraceRecord, TraceSink};
+pub use trace::{ChainKey, RecordKind, TraceRecord, TraceSink};

@@ -98,9 +98,75 @@ pub const GENESIS_HASH: &str = "000000000000000000000000000000000000000000000000
 /// The chain hash of one line: SHA-256 (hex) of its bytes, without the line break.
 #[must_use]
 pub fn line_hash(line: &[u8]) -> String {
+    lower_hex(&Sha256::digest(without_break(line)))
+}
+
+fn without_break(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    lower_hex(&Sha256::digest(line))
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// How a keyed record's `prev_hash` starts: `hmac-sha256:<hex>`.
+pub const KEYED_PREFIX: &str = "hmac-sha256:";
+
+/// An operator's key for the trace chain (`TRACE_CHAIN_KEY`). With it, each record's
+/// `prev_hash` is the HMAC-SHA256 of the line before it, under the key, as
+/// `hmac-sha256:<hex>`: whoever can rewrite the file but does not hold the key cannot re-chain
+/// the records after a change (an unkeyed SHA-256 chain anyone can recompute).
+#[derive(Clone)]
+pub struct ChainKey(Arc<[u8]>);
+
+impl std::fmt::Debug for ChainKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChainKey(..)")
+    }
+}
+
+/// A chain key shorter than [`ChainKey::MIN_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the trace chain key must be at least {} bytes", ChainKey::MIN_BYTES)]
+pub struct ChainKeyTooShort;
+
+impl ChainKey {
+    /// The shortest key accepted (256 bits).
+    pub const MIN_BYTES: usize = 32;
+
+    /// A key of `bytes`.
+    ///
+    /// # Errors
+    /// Shorter than [`ChainKey::MIN_BYTES`].
+    pub fn new(bytes: &[u8]) -> Result<Self, ChainKeyTooShort> {
+        if bytes.len() < Self::MIN_BYTES {
+            return Err(ChainKeyTooShort);
+        }
+        Ok(Self(bytes.into()))
+    }
+
+    /// The keyed link to `line`: `hmac-sha256:` and the HMAC (hex) of its bytes without the
+    /// line break.
+    #[must_use]
+    pub fn link(&self, line: &[u8]) -> String {
+        use hmac::Mac as _;
+        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(without_break(line));
+        format!("{KEYED_PREFIX}{}", lower_hex(&mac.finalize().into_bytes()))
+    }
+
+    /// The `prev_hash` of a file's first record, keyed.
+    #[must_use]
+    pub fn genesis() -> String {
+        format!("{KEYED_PREFIX}{GENESIS_HASH}")
+    }
+}
+
+/// The link a record after `line` carries: its SHA-256, or with `key` its HMAC.
+#[must_use]
+pub fn link(key: Option<&ChainKey>, line: &[u8]) -> String {
+    match key {
+        Some(key) => key.link(line),
+        None => line_hash(line),
+    }
 }
 
 /// The current time as `2026-05-14T09:15:04.382Z`.
@@ -313,7 +379,17 @@ impl TraceSink {
     /// # Errors
     /// The file cannot be opened for appending.
     pub async fn open(path: &Path) -> std::io::Result<Self> {
+        Self::open_keyed(path, None).await
+    }
+
+    /// Like [`TraceSink::open`], the chain keyed with `key` when given ([`ChainKey`]). A file
+    /// chained without a key goes on with keyed records from here.
+    ///
+    /// # Errors
+    /// The file cannot be opened for appending.
+    pub async fn open_keyed(path: &Path, key: Option<ChainKey>) -> std::io::Result<Self> {
         let owned = path.to_owned();
+        let chain_key = key.clone();
         let file = tokio::task::spawn_blocking(move || {
             if let Some(dir) = owned.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
@@ -324,23 +400,31 @@ impl TraceSink {
                 .append(true)
                 .open(&owned)?;
             // Continue the chain of what the file holds (across restarts).
-            let chain =
-                last_line(&mut file)?.map_or_else(|| GENESIS_HASH.to_owned(), |l| line_hash(&l));
+            let chain = match last_line(&mut file)? {
+                Some(line) => link(chain_key.as_ref(), &line),
+                None if chain_key.is_some() => ChainKey::genesis(),
+                None => GENESIS_HASH.to_owned(),
+            };
             Ok::<_, std::io::Error>((file, chain))
         })
         .await
         .map_err(std::io::Error::other)??;
-        Ok(Self::start(file.0, path, file.1))
+        Ok(Self::start(file.0, path, file.1, key))
     }
 
-    fn start(file: impl Target + Send + 'static, path: &Path, chain: String) -> Self {
+    fn start(
+        file: impl Target + Send + 'static,
+        path: &Path,
+        chain: String,
+        key: Option<ChainKey>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel::<Command>(QUEUE_CAPACITY);
         let health = Arc::new(Health::default());
         let shared = health.clone();
         let shown = path.display().to_string();
         let spawned = std::thread::Builder::new()
             .name("trace-writer".into())
-            .spawn(move || write_commands(rx, file, chain, &shared, &shown));
+            .spawn(move || write_commands(rx, file, chain, key, &shared, &shown));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot start the trace writer; traces are off");
             return Self::disabled();
@@ -372,11 +456,15 @@ fn write_commands(
     mut rx: mpsc::Receiver<Command>,
     mut file: impl Target,
     mut chain: String,
+    key: Option<ChainKey>,
     health: &Health,
     shown: &str,
 ) {
     let mut commands = Vec::with_capacity(BATCH_COMMANDS);
-    let mut batch = Batch::default();
+    let mut batch = Batch {
+        key,
+        ..Batch::default()
+    };
     while let Some(first) = rx.blocking_recv() {
         commands.push(first);
         take_queued(&mut rx, &mut commands);
@@ -434,6 +522,8 @@ struct Batch {
     waiting: Vec<Option<oneshot::Sender<bool>>>,
     /// The hash of the last line in `lines` (the chain once they are written).
     last_hash: Option<String>,
+    /// The operator's chain key, if any.
+    key: Option<ChainKey>,
 }
 
 impl Batch {
@@ -448,7 +538,7 @@ impl Batch {
         record.prev_hash = Some(self.last_hash.as_deref().unwrap_or(chain).to_owned());
         match serde_json::to_vec(&record) {
             Ok(line) => {
-                self.last_hash = Some(line_hash(&line));
+                self.last_hash = Some(link(self.key.as_ref(), &line));
                 self.lines.extend_from_slice(&line);
                 self.lines.push(b'\n');
                 self.waiting.push(done);
@@ -795,7 +885,8 @@ mod tests {
         assert_eq!(disk.writes, 1);
         // Each line chained to the one before, from the genesis hash, and the chain moved to
         // the batch's last line.
-        let verified = crate::trace_verify::verify(disk.bytes.as_slice(), Some(&chain)).unwrap();
+        let verified =
+            crate::trace_verify::verify(disk.bytes.as_slice(), Some(&chain), None).unwrap();
         assert_eq!((verified.records, verified.unchained), (3, 0));
     }
 
@@ -810,7 +901,7 @@ mod tests {
         assert!(sink.emit_confirmed(record("last")).await);
         sink.flush().await;
         let text = std::fs::read_to_string(&path).unwrap();
-        let verified = crate::trace_verify::verify(text.as_bytes(), None).unwrap();
+        let verified = crate::trace_verify::verify(text.as_bytes(), None, None).unwrap();
         assert_eq!(
             verified.unchained, 0,
             "every record chained from the genesis hash"

@@ -6,12 +6,18 @@
 //! the file; a file with no chained record at all cannot be verified and fails. The chain
 //! cannot see an edit of the very last line or a cut tail on its own: compare the `head` (the
 //! last line's hash) with one kept elsewhere (`--head`).
+//!
+//! An unkeyed chain is SHA-256, which anyone can recompute: rewriting a record and re-chaining
+//! everything after it passes. With an operator key ([`ChainKey`], `TRACE_CHAIN_KEY`), records
+//! are linked by HMAC-SHA256 (`prev_hash` `hmac-sha256:<hex>`), and verifying with the key
+//! catches that too: every record from the first keyed one on must be keyed and link under the
+//! key, and a file with no keyed record fails (it was re-chained without the key).
 
 use std::io::BufRead;
 
 use serde_json::Value;
 
-use crate::trace::{GENESIS_HASH, line_hash};
+use crate::trace::{ChainKey, GENESIS_HASH, KEYED_PREFIX, link};
 
 /// A chain that holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,16 +45,27 @@ pub enum VerifyError {
     HeadMismatch { expected: String, actual: String },
     #[error("cannot read the trace: {0}")]
     Read(String),
+    #[error(
+        "no record is linked with the chain key: the file was written without TRACE_CHAIN_KEY, or re-chained by someone without it"
+    )]
+    NotKeyed,
 }
 
-/// Verifies the chain of the trace in `reader`; with `head`, also that it ends there.
+/// Verifies the chain of the trace in `reader`; with `head`, also that it ends there; with
+/// `key`, also that the records are linked under it from the first keyed one on.
 ///
 /// # Errors
-/// The first line that breaks the chain, a file without a chained record, a different head,
-/// or a read failure.
-pub fn verify(mut reader: impl BufRead, head: Option<&str>) -> Result<Verified, VerifyError> {
+/// The first line that breaks the chain, a file without a chained record (or, with a key,
+/// without a keyed one), a different head, or a read failure.
+pub fn verify(
+    mut reader: impl BufRead,
+    head: Option<&str>,
+    key: Option<&ChainKey>,
+) -> Result<Verified, VerifyError> {
     let mut line_no = 0u64;
-    let mut prev: Option<(u64, String)> = None;
+    // The previous line: its number, its unkeyed link, and its keyed one (with a key).
+    let mut prev: Option<(u64, String, Option<String>)> = None;
+    let mut keyed = false;
     let mut records = 0u64;
     let mut unchained = 0u64;
     let mut chained = false;
@@ -82,11 +99,36 @@ pub fn verify(mut reader: impl BufRead, head: Option<&str>) -> Result<Verified, 
             }
             Some(Value::String(claimed)) => {
                 chained = true;
-                let expected = prev.as_ref().map_or(GENESIS_HASH, |(_, h)| h.as_str());
-                if claimed != expected {
+                let is_keyed = claimed.starts_with(KEYED_PREFIX);
+                if is_keyed && key.is_none() {
+                    return Err(bad(
+                        "is linked with a chain key: verify with the key (TRACE_CHAIN_KEY or --key-file)"
+                            .to_owned(),
+                    ));
+                }
+                if !is_keyed && keyed {
+                    return Err(bad(
+                        "is not linked with the chain key, after keyed records: it was changed or inserted"
+                            .to_owned(),
+                    ));
+                }
+                keyed |= is_keyed;
+                let genesis = if is_keyed {
+                    ChainKey::genesis()
+                } else {
+                    GENESIS_HASH.to_owned()
+                };
+                let expected = match &prev {
+                    None => genesis,
+                    Some((_, unkeyed, keyed_link)) if is_keyed => {
+                        keyed_link.clone().unwrap_or_else(|| unkeyed.clone())
+                    }
+                    Some((_, unkeyed, _)) => unkeyed.clone(),
+                };
+                if *claimed != expected {
                     let reason = match &prev {
                         None => "prev_hash is not the genesis hash of a first record: records before it were removed".to_owned(),
-                        Some((at, _)) => format!(
+                        Some((at, _, _)) => format!(
                             "prev_hash does not match line {at}: a record was changed, removed or reordered at or before line {at}"
                         ),
                     };
@@ -95,12 +137,23 @@ pub fn verify(mut reader: impl BufRead, head: Option<&str>) -> Result<Verified, 
             }
             Some(_) => return Err(bad("prev_hash is not a string".to_owned())),
         }
-        prev = Some((line_no, line_hash(&buf)));
+        prev = Some((line_no, link(None, &buf), key.map(|k| k.link(&buf))));
     }
     if !chained {
         return Err(VerifyError::Unchained);
     }
-    let actual = prev.map(|(_, h)| h).unwrap_or_default();
+    if key.is_some() && !keyed {
+        return Err(VerifyError::NotKeyed);
+    }
+    let actual = prev
+        .map(|(_, unkeyed, keyed_link)| {
+            if keyed {
+                keyed_link.unwrap_or(unkeyed)
+            } else {
+                unkeyed
+            }
+        })
+        .unwrap_or_default();
     if let Some(expected) = head
         && !expected.eq_ignore_ascii_case(&actual)
     {
@@ -119,7 +172,7 @@ pub fn verify(mut reader: impl BufRead, head: Option<&str>) -> Result<Verified, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink};
+    use crate::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink, line_hash};
 
     fn record(step: u32) -> TraceRecord {
         TraceRecord {
@@ -163,7 +216,7 @@ mod tests {
     }
 
     fn check(text: &str, head: Option<&str>) -> Result<Verified, VerifyError> {
-        verify(text.as_bytes(), head)
+        verify(text.as_bytes(), head, None)
     }
 
     fn bad_line(text: &str) -> u64 {
@@ -246,5 +299,78 @@ mod tests {
             Err(VerifyError::Unchained)
         );
         assert_eq!(check("", None), Err(VerifyError::Unchained));
+    }
+
+    /// Re-chains `lines` from `from` on, as someone without a key can: each `prev_hash` set to
+    /// the SHA-256 of the line before.
+    fn rechain(lines: &mut [String], from: usize) {
+        for i in from..lines.len() {
+            let prev = if i == 0 {
+                GENESIS_HASH.to_owned()
+            } else {
+                link(None, lines[i - 1].as_bytes())
+            };
+            let mut v: Value = serde_json::from_str(&lines[i]).unwrap();
+            v["prev_hash"] = Value::String(prev);
+            lines[i] = serde_json::to_string(&v).unwrap();
+        }
+    }
+
+    /// The regression: the chain was unkeyed, so rewriting a record and re-chaining everything
+    /// after it passed `trace verify` (without `--head`). With a chain key, it fails: the
+    /// re-chained records are not keyed, and a wholly re-chained file has no keyed record.
+    #[tokio::test]
+    async fn a_keyed_chain_catches_a_rewrite_that_re_chains_the_rest() {
+        let key = ChainKey::new(&[9u8; 32]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        // Two unkeyed records, then the operator sets a key: the chain goes on keyed.
+        write(&path, 1..3).await;
+        let sink = TraceSink::open_keyed(&path, Some(key.clone()))
+            .await
+            .unwrap();
+        for step in 3..6 {
+            assert!(sink.emit_confirmed(record(step)).await);
+        }
+        sink.flush().await;
+        drop(sink);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let good = verify(text.as_bytes(), None, Some(&key)).unwrap();
+        assert_eq!(good.records, 5);
+        assert!(good.head.starts_with(KEYED_PREFIX), "{}", good.head);
+        // Without the key, keyed records cannot be checked: said so.
+        assert!(verify(text.as_bytes(), None, None).is_err());
+        // Another key does not verify.
+        let other = ChainKey::new(&[1u8; 32]).unwrap();
+        assert!(verify(text.as_bytes(), None, Some(&other)).is_err());
+
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        // Record 4 rewritten, the rest re-chained without the key.
+        let mut rewritten = lines.clone();
+        rewritten[3] = rewritten[3].replace("\"cost_usd\":0.25", "\"cost_usd\":0.01");
+        rechain(&mut rewritten, 3);
+        let rewritten = rewritten.join("\n") + "\n";
+        assert!(
+            check(&rewritten, None).is_err(),
+            "the keyed prefix still breaks"
+        );
+        assert!(matches!(
+            verify(rewritten.as_bytes(), None, Some(&key)),
+            Err(VerifyError::BadLine { line: 4, .. })
+        ));
+        // The whole file re-chained without the key: unkeyed it holds, with the key it does not.
+        let mut all = lines.clone();
+        all[3] = all[3].replace("\"cost_usd\":0.25", "\"cost_usd\":0.01");
+        rechain(&mut all, 0);
+        let all = all.join("\n") + "\n";
+        assert!(check(&all, None).is_ok());
+        assert_eq!(
+            verify(all.as_bytes(), None, Some(&key)),
+            Err(VerifyError::NotKeyed)
+        );
+        assert_eq!(
+            ChainKey::new(&[0u8; 31]).unwrap_err(),
+            crate::trace::ChainKeyTooShort
+        );
     }
 }

@@ -126,7 +126,7 @@ pub fn normalise(uri: &str) -> Result<String, UriProblem> {
         out.push_str("//");
         // `files://./secret.txt`: a dot segment where a host would be is a path segment.
         let (authority, path) = if authority == "." || authority == ".." {
-            ("", &after[..])
+            ("", after)
         } else {
             (authority, &after[end..])
         };

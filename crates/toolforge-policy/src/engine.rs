@@ -483,6 +483,6 @@ fn integral(n: &serde_json::Number) -> Option<i64> {
     }
     let f = n.as_f64()?;
     // -2^63 is exact in f64; 2^63 is the first value past i64::MAX.
-    (f.fract() == 0.0 && f >= -9_223_372_036_854_775_808.0 && f < 9_223_372_036_854_775_808.0)
-        .then(|| f as i64)
+    (f.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f))
+        .then_some(f as i64)
 }

@@ -142,9 +142,32 @@ pub async fn trace_sink() -> anyhow::Result<TraceSink> {
         return Ok(TraceSink::disabled());
     }
     let path = PathBuf::from(&target);
-    TraceSink::open(&path)
+    TraceSink::open_keyed(&path, chain_key(None)?)
         .await
         .with_context(|| format!("cannot open the trace file {} (TRACE_SINK)", path.display()))
+}
+
+/// The operator's trace chain key: the file `file` when given, else `TRACE_CHAIN_KEY_FILE`,
+/// else the text of `TRACE_CHAIN_KEY`; `None` without one (the chain is plain SHA-256).
+pub fn chain_key(
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<toolforge_agent::ChainKey>> {
+    let file = file
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| env("TRACE_CHAIN_KEY_FILE").map(PathBuf::from));
+    let bytes = match file {
+        Some(file) => std::fs::read(&file)
+            .with_context(|| format!("cannot read the trace chain key file {}", file.display()))?
+            .trim_ascii()
+            .to_vec(),
+        None => match env("TRACE_CHAIN_KEY") {
+            Some(text) => text.into_bytes(),
+            None => return Ok(None),
+        },
+    };
+    toolforge_agent::ChainKey::new(&bytes)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("TRACE_CHAIN_KEY: {e}"))
 }
 
 /// Session recency: in Redis when `REDIS_URL` is set (shared by replicas), else in memory. A

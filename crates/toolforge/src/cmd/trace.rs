@@ -22,6 +22,11 @@ pub struct VerifyArgs {
     /// chain still ends there, which catches an edited last record and a cut tail.
     #[arg(long, value_name = "HASH")]
     pub head: Option<String>,
+    /// The operator's chain key (the file the gateway read as TRACE_CHAIN_KEY_FILE; default:
+    /// $TRACE_CHAIN_KEY_FILE, else $TRACE_CHAIN_KEY). With it, records after the first keyed
+    /// one must link under the key, which catches a rewrite that re-chained the rest.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
 }
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -37,12 +42,14 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| PathBuf::from(super::cost_report::DEFAULT_TRACE));
     let shown = path.display().to_string();
     let head = args.head;
+    let key = crate::agent::chain_key(args.key_file.as_deref())?;
     let outcome = tokio::task::spawn_blocking(move || {
         let file = std::fs::File::open(&path)
             .with_context(|| format!("cannot open the trace file {}", path.display()))?;
         Ok::<_, anyhow::Error>(trace_verify::verify(
             std::io::BufReader::new(file),
             head.as_deref(),
+            key.as_ref(),
         ))
     })
     .await

@@ -381,3 +381,52 @@ forbid(principal, action == Action::"read", resource == Resource::"test://static
         "{binary}"
     );
 }
+
+/// The keyed trace chain end to end: with `TRACE_CHAIN_KEY` the binary links its records by
+/// HMAC, `trace verify` checks them with the key, and refuses to vouch for them without it.
+#[tokio::test]
+async fn trace_records_are_chained_with_the_operators_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("traces.jsonl");
+    let key = "k".repeat(40);
+    let run = |args: Vec<&str>, key: Option<&str>| {
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.args(args)
+            .current_dir(dir.path())
+            .env("TRACE_SINK", &trace)
+            .env_remove("TRACE_CHAIN_KEY")
+            .env_remove("TRACE_CHAIN_KEY_FILE")
+            .env_remove("LLM_PROVIDER")
+            .env("MCP_SERVERS_CONFIG", crate::root().join("mcp.servers.json"))
+            .kill_on_drop(true);
+        if let Some(key) = key {
+            cmd.env("TRACE_CHAIN_KEY", key);
+        }
+        cmd.output()
+    };
+    let chat = run(
+        vec!["chat", "Run this Python: print(sum(range(10)))"],
+        Some(&key),
+    )
+    .await
+    .unwrap();
+    assert!(
+        chat.status.success(),
+        "{}",
+        String::from_utf8_lossy(&chat.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(text.contains("\"prev_hash\":\"hmac-sha256:"), "{text}");
+    let keyed = run(vec!["trace", "verify"], Some(&key)).await.unwrap();
+    assert!(
+        keyed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&keyed.stderr)
+    );
+    let unkeyed = run(vec!["trace", "verify"], None).await.unwrap();
+    assert!(!unkeyed.status.success());
+    assert!(String::from_utf8_lossy(&unkeyed.stderr).contains("chain key"));
+    let short = run(vec!["trace", "verify"], Some("short")).await.unwrap();
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("at least 32 bytes"));
+}
