@@ -33,6 +33,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::catalog;
+use crate::eras;
 use crate::listen::{ListChange, Listeners};
 use crate::mrtr::StateSeal;
 
@@ -117,14 +118,7 @@ impl Fixture {
             .await
             .map_err(|e| peer_error("elicitation/create", e))?;
         let answer = serde_json::to_value(&answer).map_err(|e| peer_error("encoding", e))?;
-        Ok(CallToolResult::success(vec![text(format!(
-            "Elicitation completed: action={}, content={}",
-            answer
-                .get("action")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown"),
-            answer.get("content").cloned().unwrap_or(Value::Null)
-        ))]))
+        Ok(eras::elicited(&answer))
     }
 
     async fn call(
@@ -133,15 +127,29 @@ impl Fixture {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caps = ctx.client_capabilities();
+        let modern = eras::is_modern(&ctx);
         if let Some(outcome) = self.seal.call_tool(
             &req.name,
             req.input_responses.as_ref(),
             req.request_state.as_deref(),
             caps.as_ref(),
         ) {
-            return outcome.map(|o| {
-                o.map_or_else(CallToolResponse::InputRequired, CallToolResponse::Complete)
-            });
+            return match outcome? {
+                Ok(done) => Ok(CallToolResponse::Complete(done)),
+                Err(asked) if modern => Ok(CallToolResponse::InputRequired(asked)),
+                // A handshake-era client is asked mid-call, round after round.
+                Err(asked) => self
+                    .rounds_on_session(&req.name, &ctx, asked, caps.as_ref())
+                    .await
+                    .map(CallToolResponse::Complete),
+            };
+        }
+        if modern && let Some(needs) = eras::Needs::of(&req.name, req.arguments.as_ref()) {
+            return needs
+                .round(req.input_responses.as_ref(), caps.as_ref())
+                .map(|o| {
+                    o.map_or_else(CallToolResponse::InputRequired, CallToolResponse::Complete)
+                });
         }
         let complete = |r: CallToolResult| Ok(CallToolResponse::Complete(r));
         match req.name.as_ref() {
@@ -197,6 +205,38 @@ impl Fixture {
                 .await
                 .map(CallToolResponse::Complete),
         }
+    }
+
+    /// Drives an MRTR tool for a handshake-era client: each round's requests asked on the
+    /// call's stream, the answers fed back, until it completes.
+    async fn rounds_on_session(
+        &self,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+        mut asked: rmcp::model::InputRequiredResult,
+        caps: Option<&ClientCapabilities>,
+    ) -> Result<CallToolResult, McpError> {
+        for _ in 0..eras::MAX_ROUNDS {
+            let requests = asked.input_requests.take().unwrap_or_default();
+            let responses = eras::ask_peer(ctx, requests).await?;
+            let state = asked.request_state.take();
+            match self
+                .seal
+                .call_tool(name, Some(&responses), state.as_deref(), caps)
+            {
+                Some(Ok(Ok(done))) => return Ok(done),
+                Some(Ok(Err(again))) => asked = again,
+                Some(Err(refused)) => return Err(refused),
+                None => break,
+            }
+        }
+        Err(McpError::internal_error(
+            format!(
+                "{name} still asked for input after {} rounds",
+                eras::MAX_ROUNDS
+            ),
+            None,
+        ))
     }
 
     async fn call_legacy(
@@ -286,20 +326,7 @@ impl Fixture {
                     .map_err(|e| peer_error("sampling/createMessage", e))?;
                 let answer =
                     serde_json::to_value(&answer).map_err(|e| peer_error("encoding", e))?;
-                let said = answer
-                    .pointer("/content/text")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| {
-                        answer
-                            .get("content")
-                            .cloned()
-                            .unwrap_or_default()
-                            .to_string()
-                    });
-                Ok(CallToolResult::success(vec![text(format!(
-                    "LLM response: {said}"
-                ))]))
+                Ok(eras::sampled(&answer))
             }
             "test_elicitation" => {
                 let message = string_arg(&req, "message")?;
@@ -540,10 +567,31 @@ impl ServerHandler for Fixture {
 
     async fn get_prompt(
         &self,
-        req: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        mut req: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.prompt(&req)
+        let mut answer = self.prompt(&req)?;
+        // A handshake-era client is asked mid-call for what the prompt needs.
+        for _ in 0..eras::MAX_ROUNDS {
+            let GetPromptResponse::InputRequired(asked) = answer else {
+                return Ok(answer);
+            };
+            if eras::is_modern(&ctx) {
+                return Ok(GetPromptResponse::InputRequired(asked));
+            }
+            let requests = asked.input_requests.unwrap_or_default();
+            req.input_responses = Some(eras::ask_peer(&ctx, requests).await?);
+            req.request_state = asked.request_state;
+            answer = self.prompt(&req)?;
+        }
+        Err(McpError::internal_error(
+            format!(
+                "{} still asked for input after {} rounds",
+                req.name,
+                eras::MAX_ROUNDS
+            ),
+            None,
+        ))
     }
 
     async fn complete(

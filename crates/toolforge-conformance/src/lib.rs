@@ -13,6 +13,7 @@
 //!   against DNS rebinding; [`serve_http`] runs it on a listener.
 
 mod catalog;
+mod eras;
 mod fixture;
 mod http;
 mod listen;

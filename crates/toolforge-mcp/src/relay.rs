@@ -399,15 +399,20 @@ impl Relay {
         )
     }
 
+    /// The backend asked for what the calling client did not declare: -32021
+    /// (MissingRequiredClientCapability), naming the capability, as a 2026-07-28 server would
+    /// refuse such a request itself.
     fn not_declared(&self, capability: &str) -> McpError {
-        McpError::invalid_request(
-            format!(
-                "server \"{}\" asked for {capability}, but the calling client did not declare \
-                 the {capability} capability",
-                self.0.server
-            ),
-            None,
+        let required: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({ capability: {} })).unwrap_or_default();
+        let mut error = McpError::missing_required_client_capability(required);
+        error.message = format!(
+            "server \"{}\" asked for {capability}, but the calling client did not declare the \
+             {capability} capability",
+            self.0.server
         )
+        .into();
+        error
     }
 
     pub(crate) fn send(&self, event: PoolEvent) {

@@ -51,14 +51,22 @@ impl ClientHandler for Client {
         request: ElicitRequestParams,
         _ctx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        self.elicited
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        Ok(serde_json::from_value(
-            json!({"action": "accept", "content": {"username": "ada", "email": "ada@example.com"}}),
-        )
-        .unwrap())
+        let request = serde_json::to_value(&request).unwrap();
+        // The MRTR tools' forms ask for `name`; the suite's elicitation tools for a user.
+        let asks = |field: &str| {
+            request
+                .pointer(&format!("/requestedSchema/properties/{field}"))
+                .is_some()
+        };
+        let content = if asks("name") {
+            json!({"name": "ada"})
+        } else if asks("color") {
+            json!({"color": "teal"})
+        } else {
+            json!({"username": "ada", "email": "ada@example.com"})
+        };
+        self.elicited.lock().unwrap().push(request);
+        Ok(serde_json::from_value(json!({"action": "accept", "content": content})).unwrap())
     }
 
     async fn on_logging_message(
@@ -424,4 +432,29 @@ async fn every_prompt_renders_and_arg1_completes() {
     let level = serde_json::from_value(json!({"level": "debug"})).unwrap();
     client.set_level(level).await.unwrap();
     client.cancel().await.unwrap();
+}
+
+/// The fixture is a dual-era server: its 2026-07-28 MRTR tools, called on a handshake-era
+/// session, ask the client mid-call (the way that era asks) and complete with the same result a
+/// 2026-07-28 client gets from its retries.
+#[tokio::test]
+async fn mrtr_tools_ask_a_handshake_era_client_mid_call() {
+    let (client, handler) = connect().await;
+    let sampled = call(&client, "test_input_required_result_sampling", json!({})).await;
+    assert_eq!(
+        sampled.content[0].as_text().map(|t| t.text.as_str()),
+        Some("Sampling result: echo What is the capital of France?")
+    );
+    let elicited = call(&client, "test_input_required_result_elicitation", json!({})).await;
+    assert_eq!(
+        elicited.content[0].as_text().map(|t| t.text.as_str()),
+        Some("Hello, ada!")
+    );
+    // Two rounds, each asked mid-call.
+    let before = handler.elicited.lock().unwrap().len();
+    let multi = call(&client, "test_input_required_result_multi_round", json!({})).await;
+    let text = multi.content[0].as_text().map(|t| t.text.clone()).unwrap();
+    assert_eq!(text, "Multi-round complete for ada who likes teal");
+    assert_eq!(handler.elicited.lock().unwrap().len(), before + 2);
+    let _ = client.cancel().await;
 }

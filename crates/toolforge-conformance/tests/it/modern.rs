@@ -251,3 +251,70 @@ async fn the_custom_header_must_match_the_argument() {
         assert_eq!(refused["error"]["code"], -32020, "{header:?}: {refused}");
     }
 }
+
+/// On 2026-07-28 the handshake-era input tools cannot ask mid-call: they answer
+/// `input_required` with the one request they need and complete from the retry; a client that
+/// did not declare the capability is refused with -32021.
+#[tokio::test]
+async fn handshake_era_input_tools_ask_with_input_required() {
+    let server = server();
+    let first = rpc(
+        &server,
+        "tools/call",
+        json!({"name": "test_sampling", "arguments": {"prompt": "Say hi"}}),
+    )
+    .await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let request = &first["result"]["inputRequests"]["sampling"];
+    assert_eq!(request["method"], "sampling/createMessage", "{first}");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"], "Say hi",
+        "{first}"
+    );
+    let done = rpc(
+        &server,
+        "tools/call",
+        json!({"name": "test_sampling", "arguments": {"prompt": "Say hi"},
+               "inputResponses": {"sampling": {"role": "assistant", "model": "m",
+                   "content": {"type": "text", "text": "hi"}}}}),
+    )
+    .await;
+    assert_eq!(text(&done), "LLM response: hi", "{done}");
+    let form = rpc(
+        &server,
+        "tools/call",
+        json!({"name": "test_elicitation_sep1330_enums", "arguments": {}}),
+    )
+    .await;
+    let asked = &form["result"]["inputRequests"]["elicitation"];
+    assert_eq!(asked["method"], "elicitation/create", "{form}");
+    assert!(
+        asked["params"]["requestedSchema"]["properties"].is_object(),
+        "{form}"
+    );
+    let answered = rpc(
+        &server,
+        "tools/call",
+        json!({"name": "test_elicitation", "arguments": {"message": "Who?"},
+               "inputResponses": {"elicitation": accept(json!({"username": "ada"}))}}),
+    )
+    .await;
+    assert!(
+        text(&answered).starts_with("Elicitation completed: action=accept"),
+        "{answered}"
+    );
+    let (status, refused) = rpc_with(
+        &server,
+        "tools/call",
+        json!({"name": "test_sampling", "arguments": {"prompt": "Say hi"}}),
+        json!({}),
+        &[],
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        refused["error"]["data"]["requiredCapabilities"]["sampling"].is_object(),
+        "{refused}"
+    );
+}
