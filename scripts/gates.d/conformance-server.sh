@@ -3,9 +3,12 @@
 # revisions: `--spec-version 2025-11-25` (31 scenarios) and `--spec-version 2026-07-28 --suite
 # all` (40 scenarios), each
 #   (a) against the built-in fixture (`toolforge server conformance --port P`): all must pass;
-#   (b) through the gateway (`toolforge serve`) whose only upstream is the fixture over stdio:
-#       all must pass too (2025-11-25 with the pool on the handshake, 2026-07-28 with the pool
-#       on `"protocol": "auto"`).
+#   (b) through one gateway (`toolforge serve`) on its default configuration, whose only
+#       upstream is the fixture on its default, over stdio, and again over Streamable HTTP: all
+#       must pass too. The pool speaks whatever era the fixture answers in (`"auto"`), and the
+#       fixture asks each client the way the client's era allows, so both suites go through the
+#       gateway's era bridge: a 2025-11-25 client is asked mid-call for what a 2026-07-28
+#       backend's `input_required` needs.
 # Also runs the 2025-11-25 pending suite against the fixture (informational, not gating).
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
@@ -93,26 +96,29 @@ else
   status=1
 fi
 
-# (b) the gateway in front of the fixture (stdio upstream), once per protocol era the pool
-# speaks to it: the handshake (the default) for the 2025-11-25 suite, and `"protocol": "auto"`
-# (2026-07-28 when offered, as the fixture does) for the 2026-07-28 suite, where a server that
-# needs the user's input answers input_required and the gateway relays it.
-# run_gateway LABEL PROTOCOL-JSON REVISION [suite args]
+# (b) one gateway, default configuration, in front of the fixture over stdio and over HTTP.
+# run_gateway LABEL SERVER-JSON
 run_gateway() {
-  local label=$1 protocol=$2 revision=$3; shift 3
+  local label=$1 server=$2
   local gport; gport=$(free_port)
   cat >"$work/$label.servers.json" <<JSON
-{"mcpServers": {"conformance": {"command": "$bin", "args": ["server", "conformance", "--stdio"]$protocol}}}
+{"mcpServers": {"conformance": $server}}
 JSON
   "$bin" serve --config "$work/$label.servers.json" --host 127.0.0.1 --port "$gport" \
     >"$work/$label.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$gport/mcp" "${pids[-1]}" "$work/$label.log" || return 1
-  run_suite "$label-$revision" "http://127.0.0.1:$gport/mcp" "$work/$label.log" \
-    --spec-version "$revision" "$@"
+  run_revisions "$label" "http://127.0.0.1:$gport/mcp" "$work/$label.log"
 }
-run_gateway gateway "" 2025-11-25 || status=1
-run_gateway gateway-modern ', "protocol": "auto"' 2026-07-28 --suite all || status=1
+run_gateway gateway-stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}" || status=1
+fport=$(free_port)
+"$bin" server conformance --port "$fport" >"$work/fixture-upstream.log" 2>&1 &
+pids+=($!)
+if wait_ready "http://127.0.0.1:$fport/mcp" "${pids[-1]}" "$work/fixture-upstream.log"; then
+  run_gateway gateway-http "{\"type\": \"http\", \"url\": \"http://127.0.0.1:$fport/mcp\"}" || status=1
+else
+  status=1
+fi
 
 if [ "$status" -eq 0 ]; then rm -rf "$work"; else echo "conformance gate: logs kept in $work" >&2; fi
 exit "$status"

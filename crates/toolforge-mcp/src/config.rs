@@ -72,16 +72,18 @@ pub enum Isolation {
 /// The protocol era the pool speaks to a server (`"protocol"` in `mcp.servers.json`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Protocol {
-    /// `"2025-11-25"` (the default): the `initialize` handshake and a session, which every
-    /// server speaks today; a server may ask the caller mid-call (sampling, elicitation,
-    /// roots), and those requests are relayed to the calling client.
-    #[default]
+    /// `"2025-11-25"`: the `initialize` handshake and a session; a server may ask the caller
+    /// mid-call (sampling, elicitation, roots), and those requests are relayed to the calling
+    /// client (as `input_required` to a 2026-07-28 client).
     Handshake,
     /// `"2026-07-28"`: `server/discover` and self-contained requests; a server that needs input
-    /// answers `input_required`, which the gateway relays to its client (both eras).
+    /// answers `input_required`, which the gateway relays to its client (as requests on its
+    /// call's stream to a handshake-era client).
     Modern,
-    /// `"auto"`: 2026-07-28 when the server offers it, else the handshake (a server that never
-    /// answers `server/discover` costs up to 10 s of its start).
+    /// `"auto"` (the default): 2026-07-28 when the server answers `server/discover`, else the
+    /// handshake; the era found is remembered for the server's restarts and shown in
+    /// `/health` (`protocol`).
+    #[default]
     Auto,
 }
 
@@ -391,13 +393,13 @@ fn parse_server(
             }
         },
         protocol: match obj.get("protocol").map(|v| v.as_str()) {
-            None | Some(Some("2025-11-25")) => Protocol::Handshake,
+            Some(Some("2025-11-25")) => Protocol::Handshake,
             Some(Some("2026-07-28")) => Protocol::Modern,
-            Some(Some("auto")) => Protocol::Auto,
+            None | Some(Some("auto")) => Protocol::Auto,
             Some(_) => {
                 return Err(server_err(
                     name,
-                    "\"protocol\" must be \"2025-11-25\" (the default), \"2026-07-28\" or \"auto\"",
+                    "\"protocol\" must be \"auto\" (the default), \"2025-11-25\" or \"2026-07-28\"",
                 ));
             }
         },

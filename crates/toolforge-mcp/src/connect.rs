@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -53,11 +54,13 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                     }
                 });
             }
-            up.relay
+            let served = up
+                .relay
                 .clone()
-                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
+                .serve_with_lifecycle(transport, lifecycle(up))
                 .await
-                .map_err(|e| format!("initialize failed: {}", init_error(e)))
+                .map_err(|e| format!("initialize failed: {}", init_error(e)));
+            remember(up, served)
         }
         Transport::Http { url, headers } => {
             let mut map = HashMap::new();
@@ -78,11 +81,13 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 }
                 None => StreamableHttpClientTransport::with_client(client, cfg),
             };
-            up.relay
+            let served = up
+                .relay
                 .clone()
-                .serve_with_lifecycle(transport, lifecycle(up.cfg.protocol))
+                .serve_with_lifecycle(transport, lifecycle(up))
                 .await
-                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)))
+                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)));
+            remember(up, served)
         }
     }
 }
@@ -108,20 +113,44 @@ fn init_error(e: rmcp::service::ClientInitializeError) -> String {
     }
 }
 
-/// How the pool opens a connection of `protocol`'s era.
-fn lifecycle(protocol: crate::config::Protocol) -> ClientLifecycleMode {
+/// How the pool opens a connection to `up`: in the era its `protocol` names, or, for `"auto"`,
+/// in the era it answered in last time (no probe), else by probing `server/discover` and falling
+/// back to `initialize`.
+fn lifecycle(up: &Upstream) -> ClientLifecycleMode {
     use crate::config::Protocol;
-    use rmcp::model::ProtocolVersion;
-    match protocol {
-        Protocol::Handshake => ClientLifecycleMode::Initialize,
-        Protocol::Modern => ClientLifecycleMode::Discover {
+    use crate::upstream::Era;
+    let era = match up.cfg.protocol {
+        Protocol::Handshake => Some(Era::Handshake),
+        Protocol::Modern => Some(Era::Modern),
+        Protocol::Auto => up.negotiated.read().as_ref().map(|(era, _)| *era),
+    };
+    match era {
+        Some(Era::Handshake) => ClientLifecycleMode::Initialize,
+        Some(Era::Modern) => ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         },
-        Protocol::Auto => ClientLifecycleMode::Auto {
+        None => ClientLifecycleMode::Auto {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         },
     }
+}
+
+/// Records the era a connection was opened in (for `/health` and the next restart); a failed
+/// one forgets it, so that an `"auto"` server that changed is probed again.
+fn remember(up: &Upstream, served: Result<Client, String>) -> Result<Client, String> {
+    use crate::upstream::Era;
+    let learned = served.as_ref().ok().and_then(|client| {
+        let version = client.peer().peer_info()?.protocol_version.clone();
+        let era = if version.has_initialize() {
+            Era::Handshake
+        } else {
+            Era::Modern
+        };
+        Some((era, version.to_string()))
+    });
+    *up.negotiated.write() = learned;
+    served
 }
 
 /// Calls one HTTP backend may have in flight on each of its two paths at once: posted straight

@@ -242,7 +242,9 @@ pub(crate) async fn connected_http(
     url: &str,
 ) -> (Arc<Upstream>, mpsc::UnboundedReceiver<PoolEvent>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let text = json!({"mcpServers": {"pay": {"url": url, "timeout": 30}}});
+    // The fake speaks the handshake era only (the direct call path is a session's).
+    let text =
+        json!({"mcpServers": {"pay": {"url": url, "timeout": 30, "protocol": "2025-11-25"}}});
     let cfg = crate::config::parse(&text.to_string(), &|_| None)
         .expect("config")
         .servers

@@ -40,6 +40,20 @@ pub struct ServerHealth {
     pub tools: usize,
     pub last_error: Option<String>,
     pub restarts: u32,
+    /// The protocol revision the pool speaks to it (negotiated: `"2025-11-25"` after the
+    /// `initialize` handshake, `"2026-07-28"` after `server/discover`); null before the first
+    /// connection.
+    pub protocol: Option<String>,
+}
+
+/// The era a server answered in, remembered from its last connection so that a restart of a
+/// `"protocol": "auto"` server skips the probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// `initialize`.
+    Handshake,
+    /// `server/discover` (2026-07-28).
+    Modern,
 }
 
 /// What a server offers, as last listed.
@@ -86,6 +100,8 @@ pub(crate) struct Upstream {
     pub unknown_refresh: tokio::sync::Mutex<Option<Instant>>,
     /// What a 2026-07-28 connection's `subscriptions/listen` stream asks for.
     pub listening: crate::listen::Listening,
+    /// The era and revision of the last connection (see [`Era`]).
+    pub negotiated: RwLock<Option<(Era, String)>>,
 }
 
 impl Upstream {
@@ -111,6 +127,7 @@ impl Upstream {
             changed: watch::channel(0).0,
             unknown_refresh: tokio::sync::Mutex::new(None),
             listening: crate::listen::Listening::default(),
+            negotiated: RwLock::new(None),
             cfg,
         }
     }
@@ -138,6 +155,7 @@ impl Upstream {
             tools: self.lists.read().tools.len(),
             last_error: s.last_error.clone(),
             restarts: s.restarts,
+            protocol: self.negotiated.read().as_ref().map(|(_, v)| v.clone()),
         }
     }
 

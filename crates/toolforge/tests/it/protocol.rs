@@ -161,7 +161,9 @@ async fn a_hung_backend_never_keeps_a_client_waiting() {
 
 /// `toolforge serve` over one `asking_backend.py` (stdio or HTTP), and the overlap client's
 /// answer.
-async fn overlapping_sampling(backend: Value) -> Value {
+async fn overlapping_sampling(mut backend: Value) -> Value {
+    // `ask` samples mid-call, which only the handshake era allows: the backend is pinned to it.
+    backend["protocol"] = json!("2025-11-25");
     let served = Served::start(&json!({"mcpServers": {"asker": backend}})).await;
     served
         .wait_health(60, |h| crate::server_state(h, "asker")["state"] == "ready")
@@ -414,6 +416,7 @@ async fn a_handshake_era_backend_asking_a_modern_client_waits_for_its_retry() {
     let served = Served::start(&json!({"mcpServers": {"asker": {
         "command": tool("venv/bin/python"),
         "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+        "protocol": "2025-11-25",
     }}}))
     .await;
     served

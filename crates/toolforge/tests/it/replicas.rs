@@ -409,6 +409,8 @@ async fn a_parked_call_goes_on_only_on_its_own_replica() {
     let config = json!({"mcpServers": {"asker": {
         "command": tool("venv/bin/python"),
         "args": [root().join("crates/toolforge/tests/python/asking_backend.py"), "stdio"],
+        // Parked calls are a handshake-era backend's (it asks mid-call).
+        "protocol": "2025-11-25",
     }}});
     let key = "a request-state key both replicas share, past 32 bytes";
     let envs = [("TOOLFORGE_STATE_KEY", key)];
