@@ -644,3 +644,46 @@ async fn broker_rules_narrow_tools_list_to_the_requests_intent() {
     let (all, _) = list(None).await;
     assert!(all.len() > 10, "{all:?}");
 }
+
+/// The pool's default is `"auto"`: a server that answers `server/discover` is spoken to on
+/// 2026-07-28, one pinned to `"2025-11-25"` with the handshake; `/health` (and the console's
+/// catalog, which shows the same rows) says which era each backend speaks.
+#[tokio::test]
+async fn health_shows_the_era_each_backend_speaks() {
+    let fixture = |protocol: Option<&str>| {
+        let mut server = json!({"command": bin(), "args": ["server", "conformance", "--stdio"]});
+        if let Some(p) = protocol {
+            server["protocol"] = json!(p);
+        }
+        server
+    };
+    let served = Served::start(&json!({"mcpServers": {
+        "auto": fixture(None),
+        "pinned": fixture(Some("2025-11-25")),
+    }}))
+    .await;
+    let health = served
+        .wait_health(60, |h| {
+            ["auto", "pinned"]
+                .iter()
+                .all(|s| crate::server_state(h, s)["state"] == "ready")
+        })
+        .await;
+    assert_eq!(
+        crate::server_state(&health, "auto")["protocol"],
+        "2026-07-28",
+        "{health}"
+    );
+    assert_eq!(
+        crate::server_state(&health, "pinned")["protocol"],
+        "2025-11-25",
+        "{health}"
+    );
+    let catalog = served.get("/ui/api/catalog").await;
+    let auto = catalog["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "auto"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(auto["protocol"], "2026-07-28", "{catalog}");
+}

@@ -13,6 +13,7 @@ function servers(list) {
     cells: [
       s.name,
       h("span", { class: `state ${s.state}` }, s.state),
+      s.protocol || "—",
       String(s.tools),
       String(s.restarts),
       s.last_error || "—",
@@ -20,7 +21,7 @@ function servers(list) {
     ],
   }));
   return section("Servers",
-    list.length ? table(["server", "state", "tools", "restarts", "last error", "tags"], rows, { id: "catalog-servers" })
+    list.length ? table(["server", "state", "protocol", "tools", "restarts", "last error", "tags"], rows, { id: "catalog-servers" })
       : note("No server is configured."));
 }
 
