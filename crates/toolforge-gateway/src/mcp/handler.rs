@@ -6,25 +6,42 @@
 //! Boxed here, each request copies only its own future.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, Tool as McpTool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, DiscoverResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    Tool as McpTool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::{Gateway, Session};
 
-impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerConfig {
+impl Gateway {
+    /// The gateway's info for one client: the merged capabilities, and the `instructions` of
+    /// each backend this client may see (a tool of it visible to the request, or, for a backend
+    /// with no tools, nothing restricting visibility), each under its server's name.
+    fn info_for(&self, ctx: Option<&RequestContext<RoleServer>>) -> ServerConfig {
+        let scope = ctx.map(|ctx| self.scope(ctx));
+        let catalog = self.shared.pool.shared_catalog();
+        let sees = |server: &str| {
+            let Some(scope) = &scope else {
+                return true;
+            };
+            let mut tools = catalog.tools().filter(|t| t.server == server).peekable();
+            if tools.peek().is_none() {
+                return scope.unrestricted();
+            }
+            tools.any(|t| scope.allows(&t.id()))
+        };
         let instructions = self
             .shared
             .pool
             .instructions()
             .into_iter()
-            .map(|(s, i)| format!("{s}: {i}"))
+            .filter(|(server, _)| sees(server))
+            .map(|(server, text)| format!("## {server}\n{}", text.trim()))
             .collect::<Vec<_>>()
             .join("\n\n");
         let mut info = ServerConfig::new(self.shared.capabilities())
@@ -33,6 +50,35 @@ impl ServerHandler for Gateway {
             info = info.with_instructions(instructions);
         }
         info
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        self.info_for(None)
+    }
+
+    /// Answered once the backends have had [`super::START_GRACE`] to start: a client that
+    /// connects with the gateway (a desktop host starting `gateway --stdio`) gets their merged
+    /// capabilities and instructions, not an empty gateway's.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        ctx.peer.set_peer_info(request.clone());
+        self.shared.pool.settled(super::START_GRACE).await;
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = self.info_for(Some(&ctx)).instructions;
+        Ok(result)
+    }
+
+    async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        self.shared.pool.settled(super::START_GRACE).await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.info_for(Some(&ctx)),
+        ))
     }
 
     fn accepted_subscription_filter(

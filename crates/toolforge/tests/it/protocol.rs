@@ -687,3 +687,102 @@ async fn health_shows_the_era_each_backend_speaks() {
         .unwrap_or_default();
     assert_eq!(auto["protocol"], "2026-07-28", "{catalog}");
 }
+
+/// The regression: a client that connects as the gateway starts (a desktop host launching
+/// `gateway --stdio`) was answered before any backend was up: no instructions and only the
+/// tools capability. `initialize` now waits for the backends' start grace, and the answer
+/// carries each backend's instructions under its name.
+#[tokio::test]
+async fn a_client_connecting_at_start_gets_the_backends_instructions() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("mcp.servers.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"conformance": {"command": bin(), "args": ["server", "conformance", "--stdio"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(bin())
+        .args(["gateway", "--stdio", "--config"])
+        .arg(&cfg)
+        .current_dir(dir.path())
+        .env("TRACE_SINK", "off")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+"#,
+        )
+        .await
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("initialize answered")
+        .unwrap()
+        .unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    let instructions = answer["result"]["instructions"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        instructions.starts_with("## conformance\nThe fixture"),
+        "{answer}"
+    );
+    assert!(
+        answer["result"]["capabilities"]["prompts"].is_object(),
+        "{answer}"
+    );
+}
+
+/// Instructions are attributed to their backend and shown only for backends the client may
+/// see: a server whose tools a visibility filter hides keeps its instructions to itself.
+#[tokio::test]
+async fn instructions_of_a_hidden_backend_are_not_shown() {
+    let fixture = || json!({"command": bin(), "args": ["server", "conformance", "--stdio"]});
+    let mut secret = fixture();
+    secret["tags"] = json!(["hidden"]);
+    let served = Served::start_full(
+        &json!({"mcpServers": {"open": fixture(), "secret": secret}}),
+        &[],
+        &["--disabled-tags", "hidden"],
+    )
+    .await;
+    served
+        .wait_health(60, |h| {
+            ["open", "secret"]
+                .iter()
+                .all(|s| crate::server_state(h, s)["state"] == "ready")
+        })
+        .await;
+    let r = reqwest::Client::new()
+        .post(served.mcp())
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    let body = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find(|d| !d.trim().is_empty())
+        .unwrap_or(&text);
+    let answer: Value = serde_json::from_str(body.trim()).unwrap();
+    let instructions = answer["result"]["instructions"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(instructions.contains("## open\n"), "{answer}");
+    assert!(!instructions.contains("secret"), "{answer}");
+}
