@@ -93,8 +93,18 @@ async fn typescript_client(target: Vec<String>) -> Value {
 }
 
 /// The Python SDK's `mcp.Client` in its default mode (`tests/python/modern_client.py`; it has no
-/// elicitation callback and no progress callback).
+/// progress callback).
 async fn python_sdk_client(target: Vec<String>) -> Value {
+    python_sdk_client_in(None, target).await
+}
+
+/// The Python SDK's `mcp.Client` pinned to the older revision (`mode="legacy"`: the
+/// `initialize` handshake).
+async fn python_sdk_client_legacy(target: Vec<String>) -> Value {
+    python_sdk_client_in(Some("legacy"), target).await
+}
+
+async fn python_sdk_client_in(mode: Option<&str>, target: Vec<String>) -> Value {
     let mut args = vec![
         root()
             .join("crates/toolforge/tests/python/modern_client.py")
@@ -121,10 +131,17 @@ async fn python_sdk_client(target: Vec<String>) -> Value {
         "--prompt",
         "greet",
         r#"{"name": "Ada"}"#,
+        "--call",
+        "ask_user",
+        r#"{"question": "what is your name?"}"#,
     ] {
         args.push(a.to_owned());
     }
-    run(&tool("venv/bin/python"), &args, &[]).await
+    let envs: Vec<(&str, String)> = mode
+        .map(|m| ("MCP_CLIENT_MODE", m.to_owned()))
+        .into_iter()
+        .collect();
+    run(&tool("venv/bin/python"), &args, &envs).await
 }
 
 /// The `stdio COMMAND ARGS...` target that starts `toolforge gateway --stdio` over `config`,
@@ -221,7 +238,7 @@ async fn fastmcp_client_with_a_2026_07_28_backend_over_http_and_stdio() {
 /// call, gives the client `input_required`, and its retry answers the waiting backend.
 #[tokio::test]
 async fn fastmcp_client_is_asked_by_a_handshake_era_backend() {
-    let (http, stdio) = over_http_and_stdio(&config(None), fastmcp_client).await;
+    let (http, stdio) = over_http_and_stdio(&config(Some("2025-11-25")), fastmcp_client).await;
     for out in [&http, &stdio] {
         assert_eq!(out["protocol"], "2026-07-28", "{out}");
         assert_calls_reads_and_prompts(out);
@@ -254,7 +271,7 @@ async fn python_sdk_with_a_2026_07_28_backend_over_http_and_stdio() {
 
 #[tokio::test]
 async fn typescript_sdk_with_a_handshake_era_backend_over_http_and_stdio() {
-    let (http, stdio) = over_http_and_stdio(&config(None), typescript_client).await;
+    let (http, stdio) = over_http_and_stdio(&config(Some("2025-11-25")), typescript_client).await;
     assert_eq!(http["protocol"], "2025-11-25", "{http}");
     for out in [&http, &stdio] {
         assert_calls_reads_and_prompts(out);
@@ -307,5 +324,36 @@ async fn progress_reaches_the_client_increasing() {
             "increasing: {out}"
         );
         assert!(!values.is_empty(), "some progress arrives: {out}");
+    }
+}
+
+/// The era bridge, 2026-07-28 backend to handshake-era client, with the newest Python SDK pinned
+/// to the older revision: the pool finds that fastmcp speaks 2026-07-28 (the default `"auto"`),
+/// fastmcp answers `input_required` for its sampling and elicitation, and the gateway asks the
+/// client on its own call's stream, the handshake era's way.
+#[tokio::test]
+async fn python_sdk_on_the_older_revision_is_asked_by_a_2026_07_28_backend() {
+    let served = served(&config(None)).await;
+    let health = served.get("/health").await;
+    assert_eq!(
+        crate::server_state(&health, "fm")["protocol"],
+        "2026-07-28",
+        "{health}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (http, stdio) = tokio::join!(
+        python_sdk_client_legacy(vec![served.mcp()]),
+        python_sdk_client_legacy(stdio_target(dir.path(), &config(None)))
+    );
+    for out in [&http, &stdio] {
+        assert_eq!(out["protocol"], "2025-11-25", "{out}");
+        let calls = &out["calls"];
+        assert_eq!(
+            calls[2]["text"], "model said: answered by the modern client",
+            "{out}"
+        );
+        assert_eq!(calls[3]["name"], "ask_user", "{out}");
+        assert_eq!(calls[3]["is_error"], false, "{out}");
+        assert_eq!(calls[3]["text"], "hello Ada", "{out}");
     }
 }

@@ -4,7 +4,10 @@
     python modern_client.py URL [--call NAME JSON]... [--read URI]... [--prompt NAME JSON]...
     python modern_client.py stdio COMMAND ARGS... -- [--call ...]
 
-Sampling requests are answered with "answered by the modern client".
+`MCP_CLIENT_MODE=legacy` pins the client to the older revision (the `initialize` handshake),
+as `Client(mode="legacy")` does; otherwise it runs in its default mode.
+Sampling requests are answered with "answered by the modern client"; elicitation requests are
+accepted with {"name": "Ada"}.
 Prints one JSON object: {"protocol": version, "tools": [names], "calls": [{name, is_error,
 text, structured} | {name, error}], "reads": [{uri, text} | {uri, error}], "prompts": [{name,
 texts} | {name, error}]}.
@@ -12,15 +15,21 @@ texts} | {name, error}]}.
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import Client, StdioServerParameters
-from mcp.types import CreateMessageResult, TextContent
+from mcp.types import CreateMessageResult, ElicitResult, TextContent
 
 
 async def sampling(context, params):
     """Answers a server's sampling request (relayed by the gateway) with a fixed text."""
     return CreateMessageResult(role="assistant", content=TextContent(type="text", text="answered by the modern client"), model="test")
+
+
+async def elicitation(context, params):
+    """Accepts a server's elicitation request (relayed by the gateway) with a fixed name."""
+    return ElicitResult(action="accept", content={"name": "Ada"})
 
 
 def parse(argv):
@@ -54,7 +63,10 @@ def texts(blocks):
 async def main():
     target, calls, reads, prompts = parse(sys.argv[1:])
     out = {"calls": [], "reads": [], "prompts": []}
-    async with Client(target, sampling_callback=sampling) as client:
+    options = {"sampling_callback": sampling, "elicitation_callback": elicitation}
+    if os.environ.get("MCP_CLIENT_MODE"):
+        options["mode"] = os.environ["MCP_CLIENT_MODE"]
+    async with Client(target, **options) as client:
         out["protocol"] = str(client.session.protocol_version) if hasattr(client.session, "protocol_version") else None
         out["tools"] = [t.name for t in (await client.list_tools()).tools]
         for name, args in calls:
