@@ -1,12 +1,14 @@
 //! The secrets guard on what a proxied call carries: a short argument, a 10 KB tool result
 //! without secrets (the common case: every string is read before it reaches the client), and
-//! the same result with two secrets in it (found and redacted).
+//! the same result with two secrets in it (found and redacted); and the poisoning scan of
+//! the reference catalog's 64 tool definitions (every string of each, as a listing admits
+//! them).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use toolforge_guard::{redact_value, scan_text};
+use toolforge_guard::{redact_value, scan_text, scan_tool};
 
 /// About 10 KB of what tools return: prose, paths, identifiers, hashes, numbers.
 fn result_text() -> String {
@@ -31,6 +33,25 @@ fn bench(c: &mut Criterion) {
     c.bench_function("redact a 10 KB result with two secrets", |b| {
         b.iter(|| redact_value(&mut black_box(result.clone())));
     });
+    let catalog: Value =
+        serde_json::from_str(include_str!("../../../evals/catalogs/reference.json")).unwrap();
+    let tools: Vec<&Value> = catalog["servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["tools"].as_array().into_iter().flatten())
+        .collect();
+    let others = ["send_message", "list_chats", "read_file"];
+    c.bench_function(
+        "scan the 64 reference tool definitions for poisoning",
+        |b| {
+            b.iter(|| {
+                for tool in &tools {
+                    black_box(scan_tool(black_box(tool), &others));
+                }
+            });
+        },
+    );
 }
 
 criterion_group!(benches, bench);
