@@ -6,7 +6,7 @@
 //!   instructions addressed to the model, other tools' names, exfiltration).
 //! - [`pin`]: a tool definition's canonical fingerprint, the field-level diff of two
 //!   definitions, and the admission decision for a freshly listed set of tools against the
-//!   pinned ones (unchanged, new, changed, renamed).
+//!   pinned ones (unchanged, new, changed, renamed in one listing or two).
 //! - [`settings`]: what to do with findings (`"toolforge": {"guards": {...}}`).
 //!
 //! The callers (the pool, the gateway) perform the I/O; this crate only decides.
@@ -17,8 +17,8 @@ pub mod secrets;
 pub mod settings;
 
 pub use pin::{
-    Admission, Admitter, FieldChange, Pin, Verdict, admit, canonical_json, canonical_object_json,
-    diff, fingerprint,
+    Admission, Admitter, FieldChange, Pin, PinRef, Verdict, admit, canonical_json,
+    canonical_object_json, diff, fingerprint,
 };
 pub use poison::{PoisonFinding, scan_tool};
 pub use secrets::{SecretFinding, redact_string, redact_value, scan_text, scan_value};

@@ -10,7 +10,11 @@
 //! - its pin differs: [`Verdict::Changed`] (a "rug pull": quarantine until approved);
 //! - no pin, and its schemas equal those of a pinned tool that is no longer listed:
 //!   [`Verdict::Renamed`] (counts as a change too);
-//! - no pin otherwise: [`Verdict::New`] (trusted on first use, unless a guard objects).
+//! - pinned and unchanged, but it first appeared with the schemas of another pinned tool
+//!   that was still listed then (its *twin*) and that tool is gone now: [`Verdict::Replaced`]
+//!   (a rename in two listings: add `lookup_v2`, remove `lookup` later; a change too);
+//! - no pin otherwise: [`Verdict::New`] (trusted on first use, unless a guard objects), with
+//!   the pinned, listed tools whose schemas it shares, to be kept with its pin.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -104,11 +108,36 @@ pub fn schema_fingerprint(tool: &Value) -> String {
     sha256_hex(&canonical_json(&schemas))
 }
 
-/// One tool's pin: the definition approved last (its pinned view).
+/// At most this many twins are kept with a pin (tools with the same schemas come in families,
+/// `get_issue`, `get_pull_request`, ...).
+pub const MAX_TWINS: usize = 8;
+
+/// Whether a definition's schemas say enough to recognise it under another name: tools without
+/// any property are too alike (`list_projects`, `whoami`) for a twin to mean a rename.
+fn distinctive_schemas(tool: &Value) -> bool {
+    ["inputSchema", "outputSchema"].iter().any(|key| {
+        tool.get(*key)
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty())
+    })
+}
+
+/// One tool's pin: the definition approved last (its pinned view), and the pinned tools that
+/// were listed with the same schemas when it first appeared (see [`Verdict::Replaced`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pin {
     pub name: String,
     pub definition: Value,
+    pub twins: Vec<String>,
+}
+
+/// A pin as the [`Admitter`] reads it, borrowed from wherever the pins are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct PinRef<'a> {
+    pub name: &'a str,
+    pub definition: &'a Value,
+    pub twins: &'a [String],
 }
 
 impl Pin {
@@ -122,6 +151,7 @@ impl Pin {
                 .unwrap_or_default()
                 .to_owned(),
             definition: pinned_view(tool),
+            twins: Vec::new(),
         }
     }
 
@@ -135,8 +165,12 @@ impl Pin {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     Unchanged,
-    /// Not seen before: pin it (unless a guard objects).
-    New,
+    /// Not seen before: pin it (unless a guard objects), with `twins`: the pinned tools listed
+    /// now whose schemas it shares (at most [`MAX_TWINS`]; none for schemas without
+    /// properties).
+    New {
+        twins: Vec<String>,
+    },
     /// Differs from its pin; `pinned` is the approved definition.
     Changed {
         pinned: Value,
@@ -146,13 +180,22 @@ pub enum Verdict {
         from: String,
         pinned: Value,
     },
+    /// Pinned and unchanged, but it appeared beside its twin `from` (the same schemas), which
+    /// is no longer listed: a rename in two listings. `pinned` is `from`'s definition.
+    Replaced {
+        from: String,
+        pinned: Value,
+    },
 }
 
 impl Verdict {
     /// Whether the tool must be quarantined until approved.
     #[must_use]
     pub fn quarantines(&self) -> bool {
-        matches!(self, Self::Changed { .. } | Self::Renamed { .. })
+        matches!(
+            self,
+            Self::Changed { .. } | Self::Renamed { .. } | Self::Replaced { .. }
+        )
     }
 }
 
@@ -170,7 +213,11 @@ pub fn admit(pins: &[Pin], listed: &[Value]) -> Admission {
         .filter_map(|t| t.get("name").and_then(Value::as_str))
         .collect();
     let admitter = Admitter::new(
-        pins.iter().map(|p| (p.name.as_str(), &p.definition)),
+        pins.iter().map(|p| PinRef {
+            name: &p.name,
+            definition: &p.definition,
+            twins: &p.twins,
+        }),
         &listed_names,
     );
     Admission {
@@ -178,31 +225,47 @@ pub fn admit(pins: &[Pin], listed: &[Value]) -> Admission {
     }
 }
 
-/// [`admit`] one tool at a time: built once from a server's pins (name and approved definition,
-/// borrowed) and the names it lists now, it decides each listed tool on its own, so a server
-/// with thousands of tools never has them all as JSON at once.
+/// [`admit`] one tool at a time: built once from a server's pins (borrowed) and the names it
+/// lists now, it decides each listed tool on its own, so a server with thousands of tools never
+/// has them all as JSON at once.
 #[derive(Debug)]
 pub struct Admitter<'a> {
     /// Pinned tools by name, with their fingerprints.
-    by_name: BTreeMap<&'a str, (String, &'a Value)>,
+    by_name: BTreeMap<&'a str, (String, PinRef<'a>)>,
     /// Pinned tools no longer listed, by their schemas' fingerprint.
-    vanished: BTreeMap<String, (&'a str, &'a Value)>,
+    vanished: BTreeMap<String, PinRef<'a>>,
+    /// Pinned tools no longer listed, by name.
+    vanished_names: BTreeMap<&'a str, &'a Value>,
+    /// Pinned tools listed now whose schemas say enough, by their schemas' fingerprint.
+    listed: BTreeMap<String, Vec<&'a str>>,
 }
 
 impl<'a> Admitter<'a> {
-    pub fn new(
-        pins: impl IntoIterator<Item = (&'a str, &'a Value)>,
-        listed_names: &HashSet<&str>,
-    ) -> Self {
+    pub fn new(pins: impl IntoIterator<Item = PinRef<'a>>, listed_names: &HashSet<&str>) -> Self {
         let mut by_name = BTreeMap::new();
         let mut vanished = BTreeMap::new();
-        for (name, definition) in pins {
-            if !listed_names.contains(name) {
-                vanished.insert(schema_fingerprint(definition), (name, definition));
+        let mut vanished_names = BTreeMap::new();
+        let mut listed: BTreeMap<String, Vec<&'a str>> = BTreeMap::new();
+        for pin in pins {
+            if listed_names.contains(pin.name) {
+                if distinctive_schemas(pin.definition) {
+                    listed
+                        .entry(schema_fingerprint(pin.definition))
+                        .or_default()
+                        .push(pin.name);
+                }
+            } else {
+                vanished.insert(schema_fingerprint(pin.definition), pin);
+                vanished_names.insert(pin.name, pin.definition);
             }
-            by_name.insert(name, (fingerprint(definition), definition));
+            by_name.insert(pin.name, (fingerprint(pin.definition), pin));
         }
-        Self { by_name, vanished }
+        Self {
+            by_name,
+            vanished,
+            vanished_names,
+            listed,
+        }
     }
 
     /// The verdict for one listed tool (an MCP `Tool` object).
@@ -210,17 +273,41 @@ impl<'a> Admitter<'a> {
     pub fn verdict(&self, tool: &Value) -> Verdict {
         let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
         match self.by_name.get(name) {
-            Some((pinned, _)) if *pinned == fingerprint(tool) => Verdict::Unchanged,
-            Some((_, definition)) => Verdict::Changed {
-                pinned: (*definition).clone(),
+            Some((pinned, pin)) if *pinned == fingerprint(tool) => pin
+                .twins
+                .iter()
+                .find_map(|twin| {
+                    self.vanished_names
+                        .get(twin.as_str())
+                        .map(|definition| Verdict::Replaced {
+                            from: twin.clone(),
+                            pinned: (*definition).clone(),
+                        })
+                })
+                .unwrap_or(Verdict::Unchanged),
+            Some((_, pin)) => Verdict::Changed {
+                pinned: pin.definition.clone(),
             },
-            None => match self.vanished.get(&schema_fingerprint(tool)) {
-                Some((from, definition)) => Verdict::Renamed {
-                    from: (*from).to_owned(),
-                    pinned: (*definition).clone(),
-                },
-                None => Verdict::New,
-            },
+            None => {
+                let schemas = schema_fingerprint(tool);
+                match self.vanished.get(&schemas) {
+                    Some(pin) => Verdict::Renamed {
+                        from: pin.name.to_owned(),
+                        pinned: pin.definition.clone(),
+                    },
+                    None => Verdict::New {
+                        twins: self
+                            .listed
+                            .get(&schemas)
+                            .into_iter()
+                            .flatten()
+                            .filter(|twin| **twin != name)
+                            .take(MAX_TWINS)
+                            .map(|twin| (*twin).to_owned())
+                            .collect(),
+                    },
+                }
+            }
         }
     }
 }
@@ -333,7 +420,7 @@ mod tests {
         let v = admit(&pins, &listed).verdicts;
         assert_eq!(v[0], Verdict::Unchanged);
         assert!(matches!(&v[1], Verdict::Changed { pinned } if pinned["description"] == "e"));
-        assert_eq!(v[2], Verdict::New);
+        assert_eq!(v[2], Verdict::New { twins: vec![] });
         assert!(matches!(&v[3], Verdict::Renamed { from, .. } if from == "old"));
         assert!(v[1].quarantines() && v[3].quarantines() && !v[2].quarantines());
     }
@@ -342,7 +429,56 @@ mod tests {
     fn a_listed_pinned_tool_is_no_rename_source() {
         let pins = vec![Pin::of(&tool("a", "x"))];
         let v = admit(&pins, &[tool("a", "x"), tool("b", "y")]).verdicts;
-        assert_eq!(v, [Verdict::Unchanged, Verdict::New]);
+        // A new tool beside a pinned one with its schemas: new, that one its twin.
+        assert_eq!(
+            v,
+            [
+                Verdict::Unchanged,
+                Verdict::New {
+                    twins: vec!["a".to_owned()]
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rename_in_two_listings_is_a_replacement() {
+        let lookup = tool("lookup", "Look up.");
+        let v2 = tool("lookup_v2", "Look up, better.");
+        // Listing 1: lookup_v2 arrives beside lookup, with its schemas: new, lookup its twin.
+        let pins = vec![Pin::of(&lookup)];
+        let v = admit(&pins, &[lookup.clone(), v2.clone()]).verdicts;
+        assert_eq!(
+            v[1],
+            Verdict::New {
+                twins: vec!["lookup".to_owned()]
+            }
+        );
+        // Listing 2: lookup is gone; lookup_v2, pinned with its twin, replaced it.
+        let pins = vec![
+            Pin::of(&lookup),
+            Pin {
+                twins: vec!["lookup".to_owned()],
+                ..Pin::of(&v2)
+            },
+        ];
+        let v = admit(&pins, std::slice::from_ref(&v2)).verdicts;
+        assert!(
+            matches!(&v[0], Verdict::Replaced { from, pinned } if from == "lookup" && pinned["description"] == "Look up."),
+            "{v:?}"
+        );
+        assert!(v[0].quarantines());
+        // While the twin is listed, nothing happened.
+        let v = admit(&pins, &[lookup, v2]).verdicts;
+        assert_eq!(v, [Verdict::Unchanged, Verdict::Unchanged]);
+    }
+
+    #[test]
+    fn tools_without_properties_have_no_twins() {
+        let bare = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
+        let pins = vec![Pin::of(&bare("whoami"))];
+        let v = admit(&pins, &[bare("whoami"), bare("list_projects")]).verdicts;
+        assert_eq!(v[1], Verdict::New { twins: vec![] });
     }
 
     #[test]

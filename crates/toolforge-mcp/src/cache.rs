@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ServerConfig, Transport};
-use crate::pins::{PINS_TABLE, PinStore};
+use crate::pins::{PINS_TABLE, PinStore, migrate};
 
 /// Default time a cached list counts as fresh.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -124,6 +124,7 @@ impl SqliteStore {
              {PINS_TABLE}"
         ))
         .map_err(|e| sqlite_err(format!("{}: {e}", path.display())))?;
+        migrate(&conn).map_err(|e| sqlite_err(format!("{}: {e}", path.display())))?;
         Ok(Self {
             path: path.to_owned(),
             conn: Arc::new(parking_lot::Mutex::new(conn)),

@@ -58,7 +58,7 @@ pub enum CallError {
     Cancelled,
     /// The tool is held back until approved (`crate::pins`).
     #[error(
-        "tool \"{server}/{tool}\" is quarantined: {reason}. Review the change with `toolforge tools diff {server}/{tool}` and accept it with `toolforge tools approve {server}/{tool}`"
+        "tool \"{server}/{tool}\" is quarantined: {reason}. Review the change with `toolforge tools diff {server}/{tool}` and accept it with `toolforge tools approve {server}/{tool} FINGERPRINT`, naming the fingerprint the diff shows"
     )]
     Quarantined {
         server: String,

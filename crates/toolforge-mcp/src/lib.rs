@@ -45,7 +45,7 @@ pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use listed_tool::ListedTool;
 pub use options::BackendProxy;
-pub use pins::{PinRow, PinStore, Pinning, Quarantined};
+pub use pins::{Approval, PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{
     CallContext, CallError, CallFailure, CallOutcome, FirstAttempts, Pool, PoolOptions,
     ServerHealth, ServerState,

@@ -1,6 +1,8 @@
 //! The console's governance page: the tools in quarantine with what changed in their
-//! definitions (what `toolforge tools diff` prints), and approval by an admin principal (what
-//! `toolforge tools approve` does). Who is an admin is the operator's choice
+//! definitions and the fingerprint of each pending one (what `toolforge tools diff` prints),
+//! and approval by an admin principal of the definition shown, named by that fingerprint (what
+//! `toolforge tools approve` does): a definition the server changed since the page showed it
+//! is not approved. Who is an admin is the operator's choice
 //! (`serve --console-admin PRINCIPAL`); nobody is by default, so the console stays read-only.
 
 use axum::Json;
@@ -56,10 +58,13 @@ pub(super) async fn quarantine(
 pub(super) struct Approval {
     server: String,
     tool: String,
+    /// The fingerprint of the pending definition the admin reviewed.
+    fingerprint: String,
 }
 
-/// `POST /ui/api/governance/approve`: accepts a quarantined tool's current definition, for an
-/// admin principal only (403 otherwise). The pool offers the tool again within seconds.
+/// `POST /ui/api/governance/approve`: accepts the quarantined definition whose fingerprint the
+/// body names, for an admin principal only (403 otherwise); 409 when another definition is
+/// pending by then. The pool offers the tool again within seconds.
 pub(super) async fn approve(
     State(console): State<Console>,
     extensions: Extensions,
@@ -72,14 +77,21 @@ pub(super) async fn approve(
             format!(
                 "\"{principal}\" may not approve tools from the console; the operator names \
                  admins with `serve --console-admin PRINCIPAL`, or approves with `toolforge tools \
-                 approve server/tool`"
+                 approve server/tool FINGERPRINT`"
             ),
         ));
     }
-    let Json(Approval { server, tool }) = body.map_err(|e| {
+    let Json(Approval {
+        server,
+        tool,
+        fingerprint,
+    }) = body.map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            format!("the body must be {{\"server\": \"...\", \"tool\": \"...\"}}: {e}"),
+            format!(
+                "the body must be {{\"server\": \"...\", \"tool\": \"...\", \"fingerprint\": \"...\"}} \
+                 (the fingerprint of the definition reviewed): {e}"
+            ),
         )
     })?;
     if server.chars().count() > MAX_NAME_CHARS || tool.chars().count() > MAX_NAME_CHARS {
@@ -88,20 +100,41 @@ pub(super) async fn approve(
             format!("server and tool names are at most {MAX_NAME_CHARS} characters"),
         ));
     }
-    let approved = console
+    if fingerprint.len() != 64 || !fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the fingerprint is the 64 hex digits the quarantine report gives for the definition \
+             reviewed",
+        ));
+    }
+    let approval = console
         .shared
         .pool
         .pin_store()
-        .approve_by_name(&server, &tool)
+        .approve_by_name(&server, &tool, &fingerprint)
         .map_err(|e| store_error(&e))?;
-    if !approved {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("{server}/{tool} is not quarantined (nothing to approve)"),
-        ));
+    match approval {
+        toolforge_mcp::Approval::Approved => {}
+        toolforge_mcp::Approval::NothingPending => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{server}/{tool} is not quarantined (nothing to approve)"),
+            ));
+        }
+        toolforge_mcp::Approval::Differs { pending } => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "{server}/{tool} was not approved: the definition pending now (fingerprint \
+                     {pending}) is not the one reviewed; the server changed it since. Reload and \
+                     review it again."
+                ),
+            ));
+        }
     }
-    tracing::info!(%principal, %server, %tool, "a quarantined tool was approved from the console");
+    let fingerprint = fingerprint.to_ascii_lowercase();
+    tracing::info!(%principal, %server, %tool, %fingerprint, "a quarantined tool was approved from the console");
     Ok(Json(
-        json!({"approved": {"server": server, "tool": tool}, "by": principal}),
+        json!({"approved": {"server": server, "tool": tool, "fingerprint": fingerprint}, "by": principal}),
     ))
 }

@@ -20,7 +20,7 @@ pub enum Command {
     Overlaps(overlaps::Args),
     /// Show the tools in quarantine and what changed in each, field by field.
     Diff(pins::DiffArgs),
-    /// Accept a quarantined tool's current definition (it becomes the pin).
+    /// Accept the quarantined definition reviewed (named by its fingerprint): it becomes the pin.
     Approve(pins::ApproveArgs),
 }
 

@@ -1,14 +1,15 @@
-//! `toolforge tools diff [server/tool]` and `toolforge tools approve server/tool`: the tools in
-//! quarantine (a changed or renamed definition, or poisoning markers), what changed field by
-//! field, and accepting a change (the pending definition becomes the pin). Pins live in the
-//! SQLite catalog cache (`CATALOG_CACHE_PATH`); a running gateway picks an approval up within
-//! seconds.
+//! `toolforge tools diff [server/tool]` and `toolforge tools approve server/tool FINGERPRINT`:
+//! the tools in quarantine (a changed or renamed definition, or poisoning markers), what
+//! changed field by field with the fingerprint of the pending definition, and accepting that
+//! definition (it becomes the pin). The approval names the fingerprint reviewed, so a server
+//! that changes the definition after the review gets nothing approved. Pins live in the SQLite
+//! catalog cache (`CATALOG_CACHE_PATH`); a running gateway picks an approval up within seconds.
 
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use toolforge_mcp::PinStore;
+use toolforge_mcp::{Approval, PinStore};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -25,6 +26,15 @@ pub struct ApproveArgs {
     /// The quarantined tool to accept, as `server/tool`.
     #[arg(value_name = "SERVER/TOOL")]
     pub target: String,
+    /// The fingerprint of the definition reviewed, as `toolforge tools diff` prints it (64 hex
+    /// digits): only that definition is approved.
+    #[arg(value_name = "FINGERPRINT")]
+    pub fingerprint: String,
+}
+
+/// Whether `text` is a fingerprint as `tools diff` prints it: 64 hex digits.
+fn is_fingerprint(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 async fn store() -> anyhow::Result<PinStore> {
@@ -71,13 +81,15 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         if r["first_seen"] == true {
             println!("  (never approved: every field is new)");
         }
+        let fingerprint = r["fingerprint"].as_str().unwrap_or_default();
+        println!("  fingerprint {fingerprint}");
         for c in r["changes"].as_array().into_iter().flatten() {
             println!("  {}", c["field"].as_str().unwrap_or_default());
             println!("    - {}", shown(c.get("before").filter(|v| !v.is_null())));
             println!("    + {}", shown(c.get("after").filter(|v| !v.is_null())));
         }
         println!(
-            "  accept with: toolforge tools approve {}/{}",
+            "  accept with: toolforge tools approve {}/{} {fingerprint}",
             r["server"].as_str().unwrap_or_default(),
             r["tool"].as_str().unwrap_or_default()
         );
@@ -93,19 +105,38 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
             args.target
         );
     };
+    if !is_fingerprint(&args.fingerprint) {
+        anyhow::bail!(
+            "\"{}\" is not a fingerprint: name the 64 hex digits `toolforge tools diff {server}/{tool}` \
+             prints for the definition you reviewed",
+            args.fingerprint
+        );
+    }
     let store = store().await?;
-    let approved = store.approve_by_name(server, tool)?;
-    if approved {
-        println!(
-            "Approved {server}/{tool}: its current definition is now pinned. A running gateway \
-             offers it again within seconds."
-        );
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!(
-            "{server}/{tool} is not quarantined (nothing to approve); `toolforge tools diff` lists \
-             the tools that are."
-        );
-        Ok(ExitCode::FAILURE)
+    match store.approve_by_name(server, tool, &args.fingerprint)? {
+        Approval::Approved => {
+            println!(
+                "Approved {server}/{tool} (fingerprint {}): that definition is now pinned. A \
+                 running gateway offers it again within seconds.",
+                args.fingerprint.to_ascii_lowercase()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Approval::Differs { pending } => {
+            eprintln!(
+                "{server}/{tool} was not approved: the definition pending now (fingerprint \
+                 {pending}) is not the one reviewed ({}); the server changed it since. Review it \
+                 again with `toolforge tools diff {server}/{tool}`.",
+                args.fingerprint
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Approval::NothingPending => {
+            eprintln!(
+                "{server}/{tool} is not quarantined (nothing to approve); `toolforge tools diff` \
+                 lists the tools that are."
+            );
+            Ok(ExitCode::FAILURE)
+        }
     }
 }
