@@ -49,7 +49,7 @@ pub struct TraceRecord {
     pub server: Option<String>,
     pub tool: String,
     pub arguments_hash: String,
-    /// Only with `TRACE_VERBOSE`.
+    /// Only with `TRACE_VERBOSE`, every secret in them redacted (`[REDACTED:<kind>]`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub arguments: Option<Value>,
     pub latency_ms: f64,

@@ -21,5 +21,8 @@ pub use pin::{
     canonical_object_json, diff, fingerprint,
 };
 pub use poison::{PoisonFinding, scan_tool};
-pub use secrets::{SecretFinding, redact_string, redact_value, scan_text, scan_value};
+pub use secrets::{
+    SecretFinding, redact_adjacent, redact_string, redact_value, scan_adjacent, scan_text,
+    scan_value,
+};
 pub use settings::{GuardSettings, PoisonAction, SecretAction};

@@ -255,14 +255,97 @@ fn walk(value: &Value, f: &mut impl FnMut(&str)) {
     }
 }
 
-/// Redacts every string value of `value` in place; returns the kinds redacted.
+/// Redacts every string of `value` in place, object keys included; returns the kinds
+/// redacted.
 pub fn redact_value(value: &mut Value) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     match value {
         Value::String(s) => kinds.extend(redact_string(s)),
         Value::Array(a) => a.iter_mut().for_each(|v| kinds.extend(redact_value(v))),
-        Value::Object(m) => m.values_mut().for_each(|v| kinds.extend(redact_value(v))),
+        Value::Object(m) => {
+            // A key holding a secret is rare: the map is rebuilt only then.
+            if m.keys().any(|k| !scan_text(k).is_empty()) {
+                let entries = std::mem::take(m);
+                for (mut key, v) in entries {
+                    kinds.extend(redact_string(&mut key));
+                    m.insert(key, v);
+                }
+            }
+            m.values_mut().for_each(|v| kinds.extend(redact_value(v)));
+        }
         _ => {}
+    }
+    kinds
+}
+
+/// Where the secrets of adjacent `texts` (text blocks a reader sees one after another) lie in
+/// each: those of each text, and those of their concatenation, each cut at the texts'
+/// boundaries (so a token split over two blocks is found, and redacted in both). Per text, in
+/// order, without overlaps.
+fn adjacent_findings(texts: &[&str]) -> Vec<Vec<SecretFinding>> {
+    let mut per: Vec<Vec<SecretFinding>> = texts.iter().map(|t| scan_text(t)).collect();
+    if texts.len() < 2 {
+        return per;
+    }
+    let joined: String = texts.concat();
+    let mut start = 0;
+    let bounds: Vec<(usize, usize)> = texts
+        .iter()
+        .map(|t| {
+            let b = (start, start + t.len());
+            start += t.len();
+            b
+        })
+        .collect();
+    for f in scan_text(&joined) {
+        for (i, (from, to)) in bounds.iter().enumerate() {
+            let (s, e) = (f.start.max(*from), f.end.min(*to));
+            if s < e {
+                per[i].push(SecretFinding {
+                    kind: f.kind,
+                    start: s - from,
+                    end: e - from,
+                });
+            }
+        }
+    }
+    for found in &mut per {
+        found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
+        let mut merged: Vec<SecretFinding> = Vec::with_capacity(found.len());
+        for f in found.drain(..) {
+            match merged.last_mut() {
+                Some(last) if f.start < last.end => last.end = last.end.max(f.end),
+                _ => merged.push(f),
+            }
+        }
+        *found = merged;
+    }
+    per
+}
+
+/// The kinds of secret in adjacent `texts`, a token split over two of them included.
+#[must_use]
+pub fn scan_adjacent(texts: &[&str]) -> Vec<&'static str> {
+    adjacent_findings(texts)
+        .into_iter()
+        .flatten()
+        .map(|f| f.kind)
+        .collect()
+}
+
+/// Redacts adjacent `texts` in place (a token split over two of them is redacted in both);
+/// the kinds redacted. Texts without secrets are left as they are.
+pub fn redact_adjacent(texts: &mut [&mut String]) -> Vec<&'static str> {
+    let found = {
+        let shared: Vec<&str> = texts.iter().map(|t| t.as_str()).collect();
+        adjacent_findings(&shared)
+    };
+    let mut kinds = Vec::new();
+    for (text, found) in texts.iter_mut().zip(found) {
+        if !found.is_empty() {
+            **text = redacted(text, &found);
+            kinds.extend(found.iter().map(|f| f.kind));
+        }
     }
     kinds
 }
@@ -329,6 +412,54 @@ mod tests {
         }
         let kinds: std::collections::BTreeSet<_> = scan_text(&all).iter().map(|f| f.kind).collect();
         assert!(kinds.len() >= 15, "{kinds:?}");
+    }
+
+    #[test]
+    fn a_token_split_over_adjacent_texts_is_found_and_redacted_in_each() {
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        let (a, b) = token.split_at(10);
+        let (b, c) = b.split_at(20);
+        let mut texts = [
+            format!("key {a}"),
+            b.to_owned(),
+            format!("{c}, and AKIAIOSFODNN7EXAMPLE"),
+            "plain".to_owned(),
+        ];
+        assert!(
+            texts
+                .iter()
+                .all(|t| scan_text(t).iter().all(|f| f.kind != "github_token")),
+            "no piece is a token on its own"
+        );
+        let shared: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let kinds = scan_adjacent(&shared);
+        assert!(kinds.contains(&"github_token"), "{kinds:?}");
+        let mut refs: Vec<&mut String> = texts.iter_mut().collect();
+        let kinds = redact_adjacent(&mut refs);
+        assert!(kinds.contains(&"aws_access_key_id"), "{kinds:?}");
+        assert_eq!(
+            texts,
+            [
+                "key [REDACTED:github_token]",
+                "[REDACTED:github_token]",
+                "[REDACTED:github_token], and [REDACTED:aws_access_key_id]",
+                "plain"
+            ]
+        );
+        // One text: as `redact_string`.
+        let mut one = [format!("x {token}")];
+        let mut refs: Vec<&mut String> = one.iter_mut().collect();
+        assert_eq!(redact_adjacent(&mut refs), ["github_token"]);
+        assert_eq!(one[0], "x [REDACTED:github_token]");
+    }
+
+    #[test]
+    fn a_secret_as_an_object_key_is_redacted_too() {
+        let mut v = serde_json::json!({"ghp_abcdefghijklmnopqrstuvwxyz0123456789": {"n": 1}});
+        let kinds = redact_value(&mut v);
+        assert_eq!(kinds, ["github_token"]);
+        assert!(scan_value(&v).is_empty(), "{v}");
+        assert_eq!(v["[REDACTED:github_token]"]["n"], 1);
     }
 
     #[test]

@@ -65,7 +65,8 @@ pub enum CallError {
         tool: String,
         reason: String,
     },
-    /// A content guard refused the call or withheld its result (`crate::guard`).
+    /// A content guard refused the call or withheld its answer (`crate::guard`); `tool` is the
+    /// tool, or the resource URI or prompt name a withheld read or prompt asked for.
     #[error("the call to \"{server}/{tool}\" was blocked: {reason}")]
     Blocked {
         server: String,

@@ -472,7 +472,13 @@ impl Pool {
             Ok(note) => guarded.extend(note),
             Err(reason) => return Err(refused(blocked(reason))),
         }
-        let mut outcome = self.call_unguarded(&up, params, ctx).await?;
+        let mut outcome = match self.call_unguarded(&up, params, ctx).await {
+            Ok(outcome) => outcome,
+            Err(mut failure) => {
+                self.guard_error(server, &mut failure.error);
+                return Err(failure);
+            }
+        };
         match guard::result(guards, &mut outcome.result) {
             Ok(note) => guarded.extend(note),
             Err(reason) => {
@@ -560,12 +566,18 @@ impl Pool {
         caller: Option<&Caller>,
     ) -> Result<ReadResourceResult, CallError> {
         let up = self.known(server)?;
+        let uri = params.uri.clone();
         let r = call::once(&up, caller, |p| async move {
             p.read_resource_once(params).await
         })
-        .await?;
+        .await
+        .map_err(|e| self.guarded_error(server, e))?;
         match r {
-            ReadResourceResponse::Complete(r) => Ok(r),
+            ReadResourceResponse::Complete(mut r) => {
+                let guarded = guard::resource(self.pinning.guards(), &mut r);
+                self.settle_guarded(server, &uri, guarded)?;
+                Ok(r)
+            }
             ReadResourceResponse::InputRequired(result) => Err(CallError::InputRequired {
                 server: server.to_owned(),
                 result: Box::new(result),
@@ -588,14 +600,20 @@ impl Pool {
         caller: Option<&Caller>,
     ) -> Result<GetPromptResult, CallError> {
         let up = self.known(server)?;
+        let name = params.name.clone();
         let r = call::once(
             &up,
             caller,
             |p| async move { p.get_prompt_once(params).await },
         )
-        .await?;
+        .await
+        .map_err(|e| self.guarded_error(server, e))?;
         match r {
-            GetPromptResponse::Complete(r) => Ok(r),
+            GetPromptResponse::Complete(mut r) => {
+                let guarded = guard::prompt(self.pinning.guards(), &mut r);
+                self.settle_guarded(server, &name, guarded)?;
+                Ok(r)
+            }
             GetPromptResponse::InputRequired(result) => Err(CallError::InputRequired {
                 server: server.to_owned(),
                 result: Box::new(result),
@@ -617,7 +635,12 @@ impl Pool {
         params: CompleteRequestParams,
     ) -> Result<CompleteResult, CallError> {
         let up = self.known(server)?;
-        call::once(&up, None, |p| async move { p.complete(params).await }).await
+        let mut r = call::once(&up, None, |p| async move { p.complete(params).await })
+            .await
+            .map_err(|e| self.guarded_error(server, e))?;
+        let guarded = guard::completion(self.pinning.guards(), &mut r);
+        self.settle_guarded(server, "completion/complete", guarded)?;
+        Ok(r)
     }
 
     /// `resources/subscribe` on `server`.
@@ -639,7 +662,9 @@ impl Pool {
                 .map_err(|e| CallError::Rpc(McpError::invalid_request(e.to_string(), None)));
         }
         let params = SubscribeRequestParams::new(uri);
-        call::once(&up, None, |p| async move { p.subscribe(params).await }).await
+        call::once(&up, None, |p| async move { p.subscribe(params).await })
+            .await
+            .map_err(|e| self.guarded_error(server, e))
     }
 
     /// `resources/unsubscribe` on `server`.
@@ -658,7 +683,9 @@ impl Pool {
             return Ok(());
         }
         let params = UnsubscribeRequestParams::new(uri);
-        call::once(&up, None, |p| async move { p.unsubscribe(params).await }).await
+        call::once(&up, None, |p| async move { p.unsubscribe(params).await })
+            .await
+            .map_err(|e| self.guarded_error(server, e))
     }
 
     /// `logging/setLevel` on every ready server that offers logging; failures are logged.
@@ -676,6 +703,43 @@ impl Pool {
             {
                 tracing::debug!(server, "logging/setLevel not forwarded: {e}");
             }
+        }
+    }
+
+    /// Redacts the secrets in `error`, what `server` sent back on a failed request
+    /// (`crate::guard::error`), before any caller (client, model, trace) sees it.
+    fn guard_error(&self, server: &str, error: &mut CallError) {
+        let kinds = guard::error(self.pinning.guards(), error);
+        if !kinds.is_empty() {
+            tracing::info!(server, "redacted from the error: {}", kinds.join(", "));
+        }
+    }
+
+    fn guarded_error(&self, server: &str, mut error: CallError) -> CallError {
+        self.guard_error(server, &mut error);
+        error
+    }
+
+    /// What a content guard decided about an answer of `server` to a request about `target`
+    /// (a resource's URI, a prompt's name): logged when it redacted something, a refusal when
+    /// it withheld the answer.
+    fn settle_guarded(
+        &self,
+        server: &str,
+        target: &str,
+        guarded: Result<Option<String>, String>,
+    ) -> Result<(), CallError> {
+        match guarded {
+            Ok(None) => Ok(()),
+            Ok(Some(note)) => {
+                tracing::info!(server, target, "{note}");
+                Ok(())
+            }
+            Err(reason) => Err(CallError::Blocked {
+                server: server.to_owned(),
+                tool: target.to_owned(),
+                reason,
+            }),
         }
     }
 

@@ -76,7 +76,12 @@ impl Agent {
                 .clone()
                 .unwrap_or_else(|| step.tool.clone()),
             arguments_hash: arguments_hash(&step.arguments),
-            arguments: self.config.trace_verbose.then(|| step.arguments.clone()),
+            // Never a secret in the file, whatever the guards do to the call itself.
+            arguments: self.config.trace_verbose.then(|| {
+                let mut arguments = step.arguments.clone();
+                toolforge_guard::redact_value(&mut arguments);
+                arguments
+            }),
             latency_ms: (step.latency_ms * 10.0).round() / 10.0,
             success: step.success,
             executed: step.executed,

@@ -208,6 +208,29 @@ fn request(message: &str) -> RunRequest {
 }
 
 #[tokio::test]
+async fn verbose_traces_carry_the_arguments_redacted() {
+    const KEY: &str = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let backend = Arc::new(FakeBackend::default());
+    let model = Arc::new(Scripted::new(vec![vec![call(
+        "a",
+        "read_file",
+        json!({"path": format!("/tmp/{KEY}")}),
+    )]]));
+    let config = AgentConfig {
+        trace_verbose: true,
+        ..AgentConfig::default()
+    };
+    let (agent, dir) = agent_with(backend, model, config).await;
+    let r = agent.run(request("Read the file"), None).await;
+    assert_eq!(r.steps.len(), 1, "{r:?}");
+    let t = traces(&agent, &dir).await;
+    let arguments = t[0].arguments.as_ref().expect("TRACE_VERBOSE: arguments");
+    assert_eq!(arguments["path"], "/tmp/[REDACTED:github_token]");
+    let file = std::fs::read_to_string(dir.path().join("logs/traces.jsonl")).unwrap();
+    assert!(!file.contains(KEY), "{file}");
+}
+
+#[tokio::test]
 async fn parallel_calls_are_routed_executed_and_traced() {
     let backend = Arc::new(FakeBackend::default());
     let model = Arc::new(Scripted::new(vec![vec![

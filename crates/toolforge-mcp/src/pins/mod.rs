@@ -185,11 +185,7 @@ impl Pinning {
                 &listed,
             )
         };
-        let others_hash = {
-            let mut h = self.hasher.build_hasher();
-            others.hash(&mut h);
-            h.finish()
-        };
+        let others_hash = self.hasher.hash_one(&others);
         let others: Vec<&str> = others.iter().map(String::as_str).collect();
         let mut last_scans = self.scans.lock().remove(server).unwrap_or_default();
         let mut scans = HashMap::with_capacity(tools.len());

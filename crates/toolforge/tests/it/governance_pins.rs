@@ -366,3 +366,95 @@ async fn gateway_stdio_calls_are_traced() {
     assert_eq!(recs[0]["executed"], true);
     assert!(recs[0]["session_id"].as_str().unwrap().starts_with("mcp-"));
 }
+
+/// The pieces a redaction must leave nothing of: the token's two halves as `split` sends them.
+const LEAKED: [&str; 2] = ["abcdefghijklmn", "opqrstuvwxyz0123"];
+
+fn leaks(text: &str) -> bool {
+    LEAKED.iter().any(|piece| text.contains(piece))
+}
+
+#[tokio::test]
+async fn a_backends_secrets_are_redacted_wherever_it_puts_them() {
+    let leaky = json!({"mcpServers": {"leaky": {
+        "command": tool("venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/leaky_server.py")],
+    }}});
+    let shared = tempfile::tempdir().unwrap();
+    let trace = shared.path().join("traces.jsonl");
+    let served = Served::start_with(
+        &leaky,
+        &[
+            ("CATALOG_CACHE_BACKEND", "memory"),
+            ("TRACE_SINK", trace.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let mut args = vec!["http".to_owned(), served.mcp()];
+    for name in ["fail", "split", "link", "meta"] {
+        args.extend(["--call".to_owned(), name.to_owned(), "{}".to_owned()]);
+    }
+    args.extend(["--read", "secret://env", "--prompt", "deploy", "{}"].map(str::to_owned));
+    let out = python_client(&args).await;
+    let redacted = "[REDACTED:github_token]";
+
+    // A JSON-RPC error: its message and data.
+    let fail = call(&out, 0);
+    assert!(
+        fail["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(redacted),
+        "{fail}"
+    );
+    assert!(
+        fail["error_raw"]["data"].to_string().contains(redacted),
+        "{fail}"
+    );
+    // A token split over two text blocks: redacted in both.
+    let split = &call(&out, 1)["raw"]["content"];
+    assert_eq!(split[0]["text"], format!("key {redacted}"), "{split}");
+    assert_eq!(split[1]["text"], format!("{redacted} end"), "{split}");
+    // A resource link's URI, name and description; a result's `_meta`.
+    let link = &call(&out, 2)["raw"]["content"][0];
+    for field in ["uri", "name", "description"] {
+        assert!(
+            link[field].to_string().contains(redacted),
+            "{field}: {link}"
+        );
+    }
+    assert_eq!(call(&out, 3)["raw"]["_meta"]["debug"]["auth"], redacted);
+    // A text resource, a prompt's description and messages.
+    assert_eq!(
+        out["reads"][0]["text"],
+        format!("GITHUB_TOKEN={redacted}"),
+        "{out}"
+    );
+    let prompt = &out["got_prompts"][0]["raw"];
+    assert_eq!(
+        prompt["description"],
+        format!("deploys with {redacted}"),
+        "{out}"
+    );
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"],
+        format!("Deploy with {redacted}")
+    );
+    assert!(!leaks(&out.to_string()), "{out}");
+
+    // The trace file holds the failed call's error, redacted.
+    let recs = records(&trace, 4).await;
+    let failed = recs
+        .iter()
+        .find(|r| r["tool"] == "fail")
+        .expect("the fail call's record");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(redacted),
+        "{failed}"
+    );
+    let file = std::fs::read_to_string(&trace).unwrap();
+    assert!(!leaks(&file), "{file}");
+}

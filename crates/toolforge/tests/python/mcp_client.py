@@ -8,9 +8,11 @@
     --prompt NAME JSON: get a prompt with these arguments after listing (repeatable).
 
 Prints one JSON object: {"server": name, "tools": [names], "calls": [{name, is_error, text,
-structured} | {name, error}], "resources": [uris], "templates": [uri templates], "prompts":
-[names], "reads": [{uri, text} | {uri, error}], "got_prompts": [{name, messages} | {name,
-error}]}. The last five are present when the server offers resources (or prompts).
+structured, raw} | {name, error, error_raw}], "resources": [uris], "templates": [uri
+templates], "prompts": [names], "reads": [{uri, text, raw} | {uri, error}], "got_prompts":
+[{name, messages, raw} | {name, error}]}. The last five are present when the server offers
+resources (or prompts). `raw` is the whole result as the SDK parsed it, `error_raw` a JSON-RPC
+error's whole `error` object.
 """
 
 import asyncio
@@ -61,6 +63,10 @@ def parse(argv):
     return mode, target, calls
 
 
+def raw(model):
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 async def session_run(read, write, calls):
     async with ClientSession(read, write) as session:
         init = await session.initialize()
@@ -72,10 +78,12 @@ async def session_run(read, write, calls):
                 text = "\n".join(c.text for c in r.content if getattr(c, "type", "") == "text")
                 out["calls"].append(
                     {"name": name, "is_error": bool(r.is_error), "text": text,
-                     "structured": r.structured_content}
+                     "structured": r.structured_content, "raw": raw(r)}
                 )
             except Exception as e:  # noqa: BLE001 - the test wants every failure as data
-                out["calls"].append({"name": name, "error": str(e)})
+                error = getattr(e, "error", None)
+                out["calls"].append({"name": name, "error": str(e),
+                                     "error_raw": raw(error) if error is not None else None})
         caps = init.capabilities
         if caps.resources is not None:
             out["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
@@ -86,7 +94,7 @@ async def session_run(read, write, calls):
                 try:
                     r = await session.read_resource(uri)
                     text = "\n".join(getattr(c, "text", "") for c in r.contents)
-                    out["reads"].append({"uri": uri, "text": text})
+                    out["reads"].append({"uri": uri, "text": text, "raw": raw(r)})
                 except Exception as e:  # noqa: BLE001
                     out["reads"].append({"uri": uri, "error": str(e)})
         if caps.prompts is not None:
@@ -95,7 +103,8 @@ async def session_run(read, write, calls):
             for name, args in PROMPTS:
                 try:
                     r = await session.get_prompt(name, args)
-                    out["got_prompts"].append({"name": name, "messages": len(r.messages)})
+                    out["got_prompts"].append(
+                        {"name": name, "messages": len(r.messages), "raw": raw(r)})
                 except Exception as e:  # noqa: BLE001
                     out["got_prompts"].append({"name": name, "error": str(e)})
         return out
