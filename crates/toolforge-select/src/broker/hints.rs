@@ -8,7 +8,7 @@
 //! *how* to use them, and the two change at different paces.
 //!
 //! The override block also lists the tools a `summarize` rule brought in, so the model knows to
-//! ask `request_tools` for their full definitions (see [`super::ToolSummary`]).
+//! ask `request_tools` for their full definitions (see [`super::selected::ToolSummary`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::SelectedTool;
+use super::selected::SelectedTool;
 
 /// Heading of the override block.
 pub const OVERRIDE_HEADING: &str = "## Tool Overrides";
