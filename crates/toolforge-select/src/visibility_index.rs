@@ -16,12 +16,22 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::catalog::{Catalog, Tool};
 use crate::presentation::SEP;
 use crate::rank::{Document, terms};
-use crate::visibility::splits;
 
 /// BM25 term-frequency saturation; equal to [`crate::rank`]'s (the tests check the rankings).
 const K1: f32 = 1.2;
 /// BM25 length normalisation; equal to [`crate::rank`]'s.
 const B: f32 = 0.75;
+
+/// Every `(left, right)` split of `name` around an occurrence of `sep`, overlapping ones
+/// included (`a___b` splits twice around `__`).
+pub(crate) fn splits<'a>(
+    name: &'a str,
+    sep: &'static str,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    (0..name.len())
+        .filter(move |&i| name.is_char_boundary(i) && name[i..].starts_with(sep))
+        .map(move |i| (&name[..i], &name[i + sep.len()..]))
+}
 
 /// Per-catalog BM25 postings for [`crate::visibility::resolve_with_index`]: every tool's index
 /// terms (name twice, description, tags, parameter names, as [`crate::rank::Bm25Index`] indexes

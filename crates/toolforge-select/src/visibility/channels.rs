@@ -4,7 +4,29 @@
 
 use std::fmt;
 
-use super::*;
+/// Longest accepted raw value of one key, in bytes.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// Most distinct names (or tags) one list of one channel may hold.
+pub const MAX_NAMES: usize = 256;
+/// Longest accepted tool name or tag, in characters.
+pub const MAX_NAME_CHARS: usize = 128;
+/// Longest accepted search query, in characters (after trimming and joining repeats).
+pub const MAX_QUERY_CHARS: usize = 512;
+/// Which enabled list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Tags,
+}
+
+impl fmt::Display for ListKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ListKind::Tools => "tools",
+            ListKind::Tags => "tags",
+        })
+    }
+}
 
 /// Where a visibility input came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

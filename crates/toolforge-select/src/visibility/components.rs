@@ -1,6 +1,12 @@
 //! Resources, resource templates and prompts under the same lists as tools (S1-61).
 
-use super::*;
+use std::collections::HashSet;
+
+use super::channels::Channels;
+use super::policy::Policy;
+use super::resolve::resolve_inner;
+use super::verdicts::Reason;
+use crate::catalog::{Catalog, ServerEntry, Tool, ToolId};
 
 /// A resource, resource template or prompt, as visibility sees it (S1-61: the filters apply to
 /// every component, not only tools).
@@ -78,7 +84,7 @@ pub fn resolve_components(
                     server: component.server.clone(),
                     name: name.clone(),
                     description: String::new(),
-                    input_schema: crate::InputSchema::empty_object(),
+                    input_schema: crate::schema::InputSchema::empty_object(),
                     tags: component.tags.clone(),
                     definition,
                 });

@@ -2,11 +2,15 @@
 //! implementation they replaced (kept here verbatim as the reference): same answer, reasons
 //! included, on a catalog whose names split ambiguously around `/` and `__`.
 
+use super::search::{apply_search, search_members, search_order};
 use super::*;
+use crate::catalog::{Catalog, ServerEntry, Tool, ToolId};
+use crate::presentation::SEP;
 use crate::rank::Bm25Index;
+use crate::visibility_index::query_terms;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Every name a tool answers to in a list: plain name, server, `server/tool`, `server__tool`,
 /// and the keys of the declared overlap groups it belongs to.

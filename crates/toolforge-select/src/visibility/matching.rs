@@ -1,7 +1,12 @@
 //! Matching a tool against a list: names ([`NameMatcher`]: plain, `server/tool`,
 //! `server__tool`, server, overlap group) and tags ([`TagMatcher`]), built once per list.
 
-use super::*;
+use std::cell::Cell;
+
+use super::channels::ListKind;
+use crate::catalog::{Catalog, Tool};
+use crate::presentation::SEP;
+use crate::visibility_index::{FastMap, FastSet, VisibilityIndex, splits};
 
 /// A list of tool names, ready to match without building a tool's name forms: a listed name
 /// matches a tool when it equals the tool's plain name, its server, `server/tool`,
@@ -26,17 +31,6 @@ pub(super) struct ServerNames<'a> {
     sep: FastMap<&'a str, &'a str>,
     /// Tool -> the first listed key (catalog order) of an overlap group it belongs to.
     groups: FastMap<&'a str, &'a str>,
-}
-
-/// Every `(left, right)` split of `name` around an occurrence of `sep`, overlapping ones
-/// included (`a___b` splits twice around `__`).
-pub(crate) fn splits<'a>(
-    name: &'a str,
-    sep: &'static str,
-) -> impl Iterator<Item = (&'a str, &'a str)> {
-    (0..name.len())
-        .filter(move |&i| name.is_char_boundary(i) && name[i..].starts_with(sep))
-        .map(move |i| (&name[..i], &name[i + sep.len()..]))
 }
 
 impl<'a> NameMatcher<'a> {

@@ -1,7 +1,12 @@
 //! The search query: which tools it matches (seed 001's case-insensitive `CONTAINS`), their
 //! BM25 order, and the `search_limit` cut (hidden with a reason, never dropped silently).
 
-use super::*;
+use std::collections::HashSet;
+
+use super::channels::Channel;
+use super::policy::Policy;
+use super::verdicts::Reason;
+use crate::catalog::Tool;
 
 /// The tools at `allowed` (catalog positions, ascending) a search query matches, as seed 001's
 /// Knowledge Graph query does: the query is a case-insensitive substring of the tool's name,

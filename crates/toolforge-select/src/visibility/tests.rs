@@ -1,5 +1,6 @@
 use super::channels::*;
 use super::*;
+use crate::catalog::{Catalog, ServerEntry, Tool, ToolId};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
