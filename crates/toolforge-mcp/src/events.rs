@@ -12,10 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::CatalogCache;
 use crate::lists::refresh_lists;
 use crate::relay::PoolEvent;
-use crate::upstream::{ServerState, Upstream};
-
-/// The servers, held weakly by background tasks so a dropped pool stops them.
-pub(crate) type Servers = [Arc<Upstream>];
+use crate::upstream::{ServerState, Servers, Upstream};
 
 fn find(servers: &Servers, name: &str) -> Option<Arc<Upstream>> {
     servers.iter().find(|u| u.cfg.name == name).cloned()

@@ -8,9 +8,8 @@ use rmcp::model::{ServerCapabilities, Tool as McpTool};
 use rmcp::{Peer, RoleClient};
 
 use crate::cache::{self, CachedTools, CatalogCache, Lookup};
-use crate::events::Servers;
 use crate::listed_tool::ListedTool;
-use crate::upstream::{Lists, Upstream};
+use crate::upstream::{Lists, Servers, Upstream};
 
 /// Least time between two refreshes of one server's tool list caused by calls naming a tool
 /// it did not list (servers that add tools without `notifications/tools/list_changed`).

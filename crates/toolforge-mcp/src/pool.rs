@@ -26,12 +26,12 @@ use toolforge_retry::RetryPolicy;
 use toolforge_select::{Catalog, ToolId};
 
 use crate::config::{Isolation, PoolConfig};
-use crate::events::{self, Servers};
+use crate::events;
 use crate::isolation::Isolated;
 use crate::listed_tool::ListedTool;
 use crate::pins::Pinning;
 use crate::relay::{Caller, PoolEvent, Relay};
-use crate::upstream::{Lists, Upstream};
+use crate::upstream::{Lists, Servers, Upstream};
 use crate::{call, catalog, guard, lists, supervise};
 
 pub use crate::call::{CallContext, CallError, CallFailure, CallOutcome};

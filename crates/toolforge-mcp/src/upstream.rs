@@ -79,6 +79,9 @@ pub(crate) struct Status {
     pub restarts: u32,
 }
 
+/// The servers, held weakly by background tasks so a dropped pool stops them.
+pub(crate) type Servers = [Arc<Upstream>];
+
 pub(crate) struct Upstream {
     pub cfg: ServerConfig,
     pub relay: Relay,
