@@ -280,9 +280,28 @@ async fn traced_attempt(
         .instrument(span.clone())
         .await;
     if !span.is_disabled() {
-        trace_context::record_outcome(&span, trace_context::outcome(&result));
+        trace_context::record_outcome(&span, outcome(&result));
     }
     result
+}
+
+/// A backend call's outcome, for its span: `ok`, `tool_error` (an answer with `isError`), or
+/// what went wrong.
+fn outcome(result: &Result<CallToolResult, AttemptError>) -> &'static str {
+    use CallError as E;
+    match result {
+        Ok(r) if r.is_error == Some(true) => "tool_error",
+        Ok(_) => "ok",
+        Err((e, _)) => match e {
+            E::InputRequired { .. } => "input_required",
+            E::Timeout { .. } => "timeout",
+            E::Cancelled => "cancelled",
+            E::Rpc(_) => "rpc_error",
+            E::Transport { .. } => "transport_error",
+            E::Unavailable { .. } | E::UnknownServer(_) => "unavailable",
+            E::Quarantined { .. } | E::Blocked { .. } => "refused",
+        },
+    }
 }
 
 /// One `tools/call`, from waiting for a ready connection to the answer.

@@ -264,7 +264,7 @@ impl Pool {
 
     /// Where this pool keeps its tool pins (the catalog cache's SQLite file, else memory).
     #[must_use]
-    pub fn pin_store(&self) -> &crate::PinStore {
+    pub fn pin_store(&self) -> &crate::pins::PinStore {
         self.pinning.store()
     }
 

@@ -133,30 +133,6 @@ pub fn record_outcome(span: &Span, outcome: &'static str) {
     }
 }
 
-/// A backend call's outcome, for its span: `ok`, `tool_error` (an answer with `isError`), or
-/// what went wrong.
-pub(crate) fn outcome(
-    result: &Result<
-        rmcp::model::CallToolResult,
-        (crate::CallError, Option<toolforge_retry::Failure>),
-    >,
-) -> &'static str {
-    use crate::CallError as E;
-    match result {
-        Ok(r) if r.is_error == Some(true) => "tool_error",
-        Ok(_) => "ok",
-        Err((e, _)) => match e {
-            E::InputRequired { .. } => "input_required",
-            E::Timeout { .. } => "timeout",
-            E::Cancelled => "cancelled",
-            E::Rpc(_) => "rpc_error",
-            E::Transport { .. } => "transport_error",
-            E::Unavailable { .. } | E::UnknownServer(_) => "unavailable",
-            E::Quarantined { .. } | E::Blocked { .. } => "refused",
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
