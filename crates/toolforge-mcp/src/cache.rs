@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::cache_error::CacheError;
 use crate::config::{ServerConfig, Transport};
 use crate::pins::{PINS_TABLE, PinStore, migrate};
 
@@ -34,14 +35,6 @@ pub struct CachedTools {
     pub tools: Vec<Value>,
     /// When they were fetched, in milliseconds since the Unix epoch.
     pub fetched_at_ms: u64,
-}
-
-/// Why a store failed.
-#[derive(Debug, thiserror::Error)]
-#[error("catalog cache ({backend}): {message}")]
-pub struct CacheError {
-    pub backend: &'static str,
-    pub message: String,
 }
 
 /// Where cached lists live.

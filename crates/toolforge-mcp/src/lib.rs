@@ -16,6 +16,7 @@
 
 pub mod asks;
 pub mod cache;
+mod cache_error;
 mod call;
 mod catalog;
 pub mod config;

@@ -83,7 +83,10 @@ impl Pool {
     pub async fn launch(config: PoolConfig, options: PoolOptions) -> (Arc<Self>, FirstAttempts) {
         let (relay_tx, relay_rx) = mpsc::unbounded_channel();
         let (events, _) = broadcast::channel(256);
-        let pinning = Arc::new(Pinning::from_settings(&config.settings, &options));
+        let pinning = Arc::new(Pinning::from_settings(
+            &config.settings,
+            options.cache.as_ref().and_then(|c| c.pin_store()),
+        ));
         let servers: Arc<Servers> = config
             .servers
             .into_iter()

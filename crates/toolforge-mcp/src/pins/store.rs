@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolforge_guard::fingerprint;
 
-use crate::cache::CacheError;
+use crate::cache_error::CacheError;
 
 /// One row of the pin store.
 #[derive(Debug, Clone, PartialEq, Default)]
