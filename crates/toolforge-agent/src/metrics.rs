@@ -37,7 +37,7 @@ use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use serde_json::{Map, Value, json};
 
 use crate::halt::HaltReason;
-use crate::run::RunResult;
+use crate::run::result::RunResult;
 
 /// How often the periodic reader exports when the caller has no preference.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -439,7 +439,7 @@ mod tests {
     use toolforge_llm::Usage;
 
     use super::*;
-    use crate::run::Step;
+    use crate::run::result::Step;
 
     fn step(tool: &str, server: Option<&str>, executed: bool, success: bool) -> Step {
         Step {

@@ -10,7 +10,7 @@ use toolforge_select::ToolId;
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::run::RunResult;
+use crate::run::result::RunResult;
 
 /// The `agent run` span of one request to the agent (`/chat`, `toolforge chat`): the parent of
 /// its selections, model calls and backend calls.

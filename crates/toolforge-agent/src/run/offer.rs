@@ -11,7 +11,8 @@ use toolforge_select::{
     Catalog, Limits, OfferRequest, Presentation, Selection, ServerEntry, ToolId,
 };
 
-use super::{Agent, RunRequest};
+use super::Agent;
+use super::request::RunRequest;
 
 /// A request's offer and everything its turns route with.
 pub(super) struct Prepared {
