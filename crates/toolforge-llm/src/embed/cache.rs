@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use sha2::{Digest as _, Sha256};
 
-use super::{EmbedError, Embedder};
+use super::embedder::{EmbedError, Embedder};
 
 /// Where cached vectors live. Keys are hex SHA-256 digests (see [`cache_key`]).
 pub trait EmbeddingStore: Send + Sync {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::{EmbedError, Embedder, normalise};
+use super::embedder::{EmbedError, Embedder, normalise};
 
 /// The members' vectors of each text, concatenated (see the module docs).
 pub struct EnsembleEmbedder {
@@ -77,7 +77,7 @@ impl Embedder for EnsembleEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::cosine;
+    use crate::embed::embedder::cosine;
 
     /// Answers fixed vectors by text: "a" → `a`, anything else → `b`.
     struct Fixed {

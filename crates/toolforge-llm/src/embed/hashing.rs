@@ -6,7 +6,7 @@
 
 use futures::future::BoxFuture;
 
-use super::{EmbedError, Embedder};
+use super::embedder::{EmbedError, Embedder};
 
 /// Deterministic hashing embedder; vectors are L2-normalised.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ impl Embedder for HashingEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::cosine;
+    use crate::embed::embedder::cosine;
 
     #[test]
     fn deterministic_and_normalised() {

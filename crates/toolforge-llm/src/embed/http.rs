@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{EmbedError, Embedder, normalise};
+use super::embedder::{EmbedError, Embedder, normalise};
 
 /// Voyage's public endpoint (base URL; `/embeddings` is appended).
 pub const VOYAGE_BASE_URL: &str = "https://api.voyageai.com/v1";

@@ -16,8 +16,8 @@ use candle_transformers::models::bert::{BertModel, Config};
 use futures::future::BoxFuture;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::embedder::{EmbedError, Embedder};
 use super::mpnet::{MpnetConfig, MpnetModel};
-use super::{EmbedError, Embedder};
 
 /// Texts per forward pass.
 const BATCH: usize = 32;
@@ -246,7 +246,7 @@ impl Embedder for LocalEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::cosine;
+    use crate::embed::embedder::cosine;
 
     /// The model installed by `scripts/setup.d/30-embedding-model.sh`.
     fn model() -> LocalEmbedder {
