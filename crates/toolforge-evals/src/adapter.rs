@@ -330,18 +330,22 @@ impl Composite {
         if let Some(key) = server.api_key() {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(|e| crate::chat::describe(&e))?;
+        let resp = req.send().await.map_err(|e| crate::error::describe(&e))?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| crate::chat::describe(&e))?;
+        let text = resp.text().await.map_err(|e| crate::error::describe(&e))?;
         if !status.is_success() {
             return Err(format!(
                 "HTTP {}: {}",
                 status.as_u16(),
-                crate::chat::quote(&text)
+                crate::error::quote(&text)
             ));
         }
-        let body: ModelsBody = serde_json::from_str(&text)
-            .map_err(|e| format!("unreadable model list ({e}): {}", crate::chat::quote(&text)))?;
+        let body: ModelsBody = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "unreadable model list ({e}): {}",
+                crate::error::quote(&text)
+            )
+        })?;
         let entries = match body {
             ModelsBody::Wrapped { data } | ModelsBody::Bare(data) => data,
         };

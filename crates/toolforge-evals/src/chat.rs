@@ -19,10 +19,7 @@ use futures::{Stream, StreamExt as _};
 use serde_json::{Value, json};
 
 use crate::adapter::{AdapterKind, Composite, Slot};
-use crate::error::EvalError;
-
-/// Longest server text quoted in an error.
-const MAX_QUOTED: usize = 300;
+use crate::error::{EvalError, describe, quote};
 
 /// A request as the caller gave it; the messages and tools are OpenAI-shaped and passed through.
 #[derive(Debug, Clone, Default)]
@@ -132,39 +129,6 @@ impl std::fmt::Debug for ChatStream {
             .field("url", &self.url)
             .finish()
     }
-}
-
-/// The error and its sources: reqwest's own text hides the cause ("connection refused").
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// The server's error text: `{"error": {"message"}}`, `{"error": "..."}`, `{"detail"}`,
-/// `{"message"}`, or the body itself, shortened.
-pub(crate) fn quote(body: &str) -> String {
-    let parsed = serde_json::from_str::<Value>(body).ok().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("error"))
-            .or_else(|| v.get("detail"))
-            .or_else(|| v.get("message"))
-            .and_then(|m| m.as_str().map(str::to_owned))
-    });
-    let text = parsed.unwrap_or_else(|| body.trim().to_owned());
-    let mut out: String = text.chars().take(MAX_QUOTED).collect();
-    if text.chars().count() > MAX_QUOTED {
-        out.push('…');
-    }
-    out
 }
 
 /// Sends `request` to a server that lists its model (waiting for a free slot) and returns the
@@ -406,14 +370,5 @@ mod tests {
         assert!(b.get("repeat_penalty").is_none());
         let bare = ChatRequest::default().body(AdapterKind::LmStudio);
         assert!(bare.get("tools").is_none() && bare.get("seed").is_none());
-    }
-
-    #[test]
-    fn quotes_provider_error_shapes() {
-        assert_eq!(quote(r#"{"error": {"message": "boom"}}"#), "boom");
-        assert_eq!(quote(r#"{"error": "flat"}"#), "flat");
-        assert_eq!(quote(r#"{"detail": "fastapi"}"#), "fastapi");
-        assert_eq!(quote("  plain  "), "plain");
-        assert_eq!(quote(&"x".repeat(400)).chars().count(), MAX_QUOTED + 1);
     }
 }

@@ -4,7 +4,8 @@
 //! `ImportError`, `ValueError`, `httpx.TimeoutException`, `httpx.HTTPStatusError`) so callers
 //! written against the Python server, which match on those strings, keep working. The server
 //! sends them back as tool results with `isError: true`; JSON-RPC errors are left to protocol
-//! failures (unknown tool, malformed request).
+//! failures (unknown tool, malformed request). Also the text a failed HTTP exchange is reported
+//! with (`describe`, `quote`).
 
 /// A tool failure; its `Display` is the text the MCP client receives.
 #[derive(Debug, thiserror::Error)]
@@ -54,4 +55,56 @@ pub enum EvalError {
     /// A selection catalog or case file could not be read or parsed.
     #[error("ValueError: {0}")]
     Grading(String),
+}
+
+/// Longest server text quoted in an error.
+const MAX_QUOTED: usize = 300;
+
+/// The error and its sources: reqwest's own text hides the cause ("connection refused").
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// The server's error text: `{"error": {"message"}}`, `{"error": "..."}`, `{"detail"}`,
+/// `{"message"}`, or the body itself, shortened.
+pub(crate) fn quote(body: &str) -> String {
+    let parsed = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("error"))
+                .or_else(|| v.get("detail"))
+                .or_else(|| v.get("message"))
+                .and_then(|m| m.as_str().map(str::to_owned))
+        });
+    let text = parsed.unwrap_or_else(|| body.trim().to_owned());
+    let mut out: String = text.chars().take(MAX_QUOTED).collect();
+    if text.chars().count() > MAX_QUOTED {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_provider_error_shapes() {
+        assert_eq!(quote(r#"{"error": {"message": "boom"}}"#), "boom");
+        assert_eq!(quote(r#"{"error": "flat"}"#), "flat");
+        assert_eq!(quote(r#"{"detail": "fastapi"}"#), "fastapi");
+        assert_eq!(quote("  plain  "), "plain");
+        assert_eq!(quote(&"x".repeat(400)).chars().count(), MAX_QUOTED + 1);
+    }
 }
