@@ -1,7 +1,8 @@
 //! Cosine distances between embeddings, and the small statistics (mean, median, rounding) the
 //! analyses share.
 
-use super::*;
+use super::error::AnalysisError;
+use super::parameters::*;
 
 /// Cosine distance `1 − cos(a, b)`: 0 same direction, 1 orthogonal, 2 opposite (unrounded;
 /// within 1e-12 of 0 or 2 it snaps to the bound, so identical vectors give exactly 0). Errors on different lengths, a zero or empty vector, or a

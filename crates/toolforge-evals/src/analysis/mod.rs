@@ -105,81 +105,19 @@
 //!
 //! [`split_sentences`] is the rule-based stand-in for spaCy's segmenter; see its docs.
 
-use serde_json::{Map, Value, json};
-
-/// Decimals kept in every float of the returned JSON.
-pub const DECIMALS: i32 = 3;
-/// The seed's default spike threshold for `analyze_trajectory` and `compare_trajectories`.
-pub const DEFAULT_ACCELERATION_THRESHOLD: f64 = 0.3;
-/// Velocities below this count as restatements in `tautology_density`.
-pub const TAUTOLOGY_EPSILON: f64 = 0.1;
-/// Variants at least this far from the baseline are recommended.
-pub const RECOMMENDATION_THRESHOLD: f64 = 0.1;
-/// Floor of the radius that `circularity_score` is relative to.
-pub const CIRCULARITY_MIN_RADIUS: f64 = 0.5;
-/// Floor of the joint scale of the two acceleration series before DTW.
-pub const DTW_MIN_SCALE: f64 = 0.1;
-/// Sentences `compare_trajectories` needs per text (an acceleration needs three points).
-pub const MIN_COMPARE_SENTENCES: usize = 3;
-/// Sentences `analyze_trajectory` needs (a velocity needs two points).
-pub const MIN_TRAJECTORY_SENTENCES: usize = 2;
-
-/// Distances this close to 0 or 2 are float noise and snap to the bound.
-const SNAP: f64 = 1e-12;
-/// Below this standard deviation a series counts as constant (no correlation).
-const CONSTANT_STD: f64 = 1e-6;
-
-/// Why an analysis refused its input.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AnalysisError {
-    /// Not enough sentences for the requested quantities.
-    #[error("too few sentences in the {which}: need at least {needed}, got {got}")]
-    TooFewSentences {
-        which: &'static str,
-        needed: usize,
-        got: usize,
-    },
-    /// `baseline_label` names none of the variants.
-    #[error("unknown baseline label {label:?}; the variants are: {}", labels.join(", "))]
-    UnknownBaseline { label: String, labels: Vec<String> },
-    /// `analyze_variants` got an empty list.
-    #[error("no variants to analyze")]
-    NoVariants,
-    /// Two variants share a label (the result maps are keyed by label).
-    #[error("duplicate variant label {label:?}")]
-    DuplicateLabel { label: String },
-    /// Embeddings of different lengths were compared.
-    #[error("embedding dimension mismatch for {which}: expected {expected}, found {found}")]
-    DimensionMismatch {
-        which: String,
-        expected: usize,
-        found: usize,
-    },
-    /// A zero (or empty) embedding has no direction.
-    #[error("the embedding of {which} is a zero or empty vector; cosine distance is undefined")]
-    ZeroVector { which: String },
-    /// NaN or infinity in an embedding.
-    #[error("the embedding of {which} contains a non-finite value (NaN or infinity)")]
-    NonFinite { which: String },
-    /// Sentences and embeddings do not pair up.
-    #[error("the {which} has {sentences} sentences but {embeddings} embeddings; they must pair up")]
-    LengthMismatch {
-        which: &'static str,
-        sentences: usize,
-        embeddings: usize,
-    },
-    /// The spike threshold is negative or not finite.
-    #[error("acceleration_threshold must be a finite number ≥ 0, got {value}")]
-    InvalidThreshold { value: f64 },
-}
-
 mod distances;
+mod error;
+mod parameters;
 mod sentences;
 mod trajectories;
 mod variants;
 
 pub use distances::cosine_distance;
-use distances::*;
+pub use error::AnalysisError;
+pub use parameters::{
+    CIRCULARITY_MIN_RADIUS, DECIMALS, DEFAULT_ACCELERATION_THRESHOLD, DTW_MIN_SCALE,
+    MIN_COMPARE_SENTENCES, MIN_TRAJECTORY_SENTENCES, RECOMMENDATION_THRESHOLD, TAUTOLOGY_EPSILON,
+};
 pub use sentences::split_sentences;
 pub use trajectories::{TrajectoryOptions, analyze_trajectory, compare_trajectories};
 pub use variants::analyze_variants;

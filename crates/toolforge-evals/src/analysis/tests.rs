@@ -1,8 +1,10 @@
 use super::distances::*;
+use super::parameters::*;
 use super::sentences::*;
 use super::trajectories::*;
 use super::*;
 use proptest::prelude::*;
+use serde_json::{Value, json};
 
 // ----- helpers -----
 

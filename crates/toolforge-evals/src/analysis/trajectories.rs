@@ -2,7 +2,10 @@
 //! and `compare_trajectories` (a golden text against a synthetic one: DTW, correlation, spike
 //! matches, fitness).
 
-use super::*;
+use super::distances::*;
+use super::error::AnalysisError;
+use super::parameters::*;
+use serde_json::{Value, json};
 
 /// Options of `analyze_trajectory`, with the seed's defaults (0.3, no sentence breakdown).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,6 +1,9 @@
 //! `analyze_variants`: distances between prompt variants and the recommendations drawn from them.
 
-use super::*;
+use super::distances::*;
+use super::error::AnalysisError;
+use super::parameters::*;
+use serde_json::{Map, Value, json};
 
 /// Distances between prompt variants: `variants` are `(label, text, embedding)` in the caller's
 /// order. Returns `{constraint_name, baseline_label, variants_count, from_baseline, pairwise,
