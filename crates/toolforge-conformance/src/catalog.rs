@@ -2,8 +2,18 @@
 //!
 //! The scenarios check names, content types and a few exact payloads; keeping the catalog as
 //! literal JSON makes it easy to compare with the suite's scenario descriptions line by line.
+//! [`wire`] reads such JSON as an rmcp model value.
 
+use rmcp::ErrorData as McpError;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+/// Builds an rmcp model value from its wire JSON. The JSON is static, so a failure is a bug in
+/// the catalog; it still becomes an `internal_error`, never a panic.
+pub(crate) fn wire<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
+    serde_json::from_value(v)
+        .map_err(|e| McpError::internal_error(format!("fixture bug: bad {what}: {e}"), None))
+}
 
 /// A 1x1 red PNG.
 pub const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";

@@ -24,14 +24,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 
-use crate::catalog;
-
-/// An rmcp model value from the fixture's static JSON (a failure is a fixture bug, reported as
-/// an internal error, never a panic).
-fn wire<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
-    serde_json::from_value(v)
-        .map_err(|e| McpError::internal_error(format!("fixture bug: bad {what}: {e}"), None))
-}
+use crate::catalog::{self, wire};
 
 /// Rounds a handshake-era session drives an MRTR tool through before giving up.
 pub(crate) const MAX_ROUNDS: usize = 8;

@@ -29,10 +29,9 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::catalog;
+use crate::catalog::{self, wire};
 use crate::eras;
 use crate::listen::{ListChange, Listeners};
 use crate::mrtr::StateSeal;
@@ -59,13 +58,6 @@ impl Default for Fixture {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Builds an rmcp model value from its wire JSON. The JSON is static, so a failure is a bug in
-/// the catalog; it still becomes an `internal_error`, never a panic.
-pub(crate) fn wire<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, McpError> {
-    serde_json::from_value(v)
-        .map_err(|e| McpError::internal_error(format!("fixture bug: bad {what}: {e}"), None))
 }
 
 fn peer_error(what: &str, e: impl std::fmt::Display) -> McpError {

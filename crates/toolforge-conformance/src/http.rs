@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::Fixture;
+use crate::fixture::Fixture;
 
 /// What the HTTP service accepts besides loopback.
 #[derive(Debug, Clone, Default)]

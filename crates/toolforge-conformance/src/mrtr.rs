@@ -18,7 +18,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::fixture::wire;
+use crate::catalog::wire;
 
 /// How long a sealed `requestState` stays valid.
 const STATE_TTL: Duration = Duration::from_secs(600);
