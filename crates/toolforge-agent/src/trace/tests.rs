@@ -193,8 +193,7 @@ fn a_batch_is_one_write_with_each_record_chained_to_the_one_before() {
     assert_eq!(disk.writes, 1);
     // Each line chained to the one before, from the genesis hash, and the chain moved to
     // the batch's last line.
-    let verified =
-        crate::trace_verify::verify(disk.bytes.as_slice(), Some(&chain), None).unwrap();
+    let verified = crate::trace_verify::verify(disk.bytes.as_slice(), Some(&chain), None).unwrap();
     assert_eq!((verified.records, verified.unchained), (3, 0));
 }
 
