@@ -11,6 +11,8 @@
 //! console's live trace): a bounded channel where a subscriber that falls behind skips the
 //! oldest records (and is told how many), so emitting never waits on one.
 
+pub mod decision;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,5 +1,5 @@
-//! The agent's HTTP API, beside `/mcp`: `POST /chat`, `POST /chat/stream` (SSE),
-//! `POST /agent/run` and the OpenAPI document at `GET /openapi.json`.
+//! The agent's HTTP API, beside `/mcp`: `POST /chat`, `POST /chat/stream` (SSE) and
+//! `POST /agent/run`.
 //!
 //! Every run goes in its own task, so a client that goes away cancels the run cleanly (its
 //! in-flight tool calls get `notifications/cancelled`) instead of dropping it half-traced.
@@ -12,10 +12,10 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use futures::Stream;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolforge_agent::answer::AgentAnswer;
@@ -23,7 +23,7 @@ use toolforge_agent::halt::HaltReason;
 use toolforge_agent::{Agent, RunEvent, RunRequest, RunResult, Visibility};
 use toolforge_llm::{Content, Message, Role};
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::visible::{RequestChannels, VisibilityConfig};
 
 /// What the agent's routes share.
@@ -462,10 +462,6 @@ async fn agent_run_route(
     Ok(Json(json!({"result": answer, "available_tools": result.available_tools})).into_response())
 }
 
-async fn openapi_route() -> Json<Value> {
-    Json(crate::openapi::document())
-}
-
 /// The agent's routes (state applied), merged into the gateway's router. `visibility` is the
 /// operator's; each request narrows it with its query and `x-mcp-*` headers.
 pub fn routes(
@@ -482,9 +478,4 @@ pub fn routes(
             visibility,
             metrics,
         })
-}
-
-/// `GET /openapi.json`, served with or without the agent.
-pub fn openapi_routes() -> axum::Router {
-    axum::Router::new().route("/openapi.json", get(openapi_route))
 }

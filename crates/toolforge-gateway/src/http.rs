@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use toolforge_mcp::{ServerHealth, ServerState};
 
 use crate::drain::Drain;
+use crate::error::ApiError;
 use crate::mcp::{Gateway, Shared};
 use crate::mcp_guard::McpGuard;
 use crate::mcp_sessions::CappedSessions;
@@ -108,32 +109,6 @@ pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(3);
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-/// One error shape for every non-MCP route.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(json!({"error": {"status": self.status.as_u16(), "message": self.message}})),
-        )
-            .into_response()
-    }
-}
 
 /// One row of `GET /tools`.
 #[derive(Debug, Serialize)]
@@ -328,10 +303,7 @@ fn cross_site(method: &axum::http::Method, headers: &HeaderMap) -> bool {
     !(reading && navigation)
 }
 
-/// The load balancer's probes: open to everyone, whatever the identity, `Host` or `Origin`,
-/// because they tell nothing but the replica's state (no server names, tools or errors). A
-/// Kubernetes probe names the pod's address in `Host`, and HAProxy's check sends no token.
-pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
+pub use crate::identity::PROBE_PATHS;
 
 /// Why a request is refused before any route sees it: a Host or Origin that is not ours
 /// (DNS rebinding), or a declared body over the bound. `None` lets it through.
@@ -484,18 +456,7 @@ fn session_gone(had_session: bool, response: Response) -> Response {
         .into_response()
 }
 
-/// What a client with an unknown `Mcp-Session-Id` is told.
-pub const SESSION_GONE_MESSAGE: &str = "session not found or expired (the replica that held it \
-     may have restarted): start a new session by sending initialize without Mcp-Session-Id";
-
-/// The route label of a request: the router's pattern, `/mcp` for everything under it.
-pub(crate) fn route_label(req: &Request) -> String {
-    match req.extensions().get::<axum::extract::MatchedPath>() {
-        Some(p) if p.as_str().starts_with("/mcp") => "/mcp".to_owned(),
-        Some(p) => p.as_str().to_owned(),
-        None => "unmatched".to_owned(),
-    }
-}
+pub use crate::mcp_sessions::SESSION_GONE_MESSAGE;
 
 /// Counts every request (route, status, latency) and holds it in flight for the drain until
 /// its response body has been sent; listening streams (`GET /mcp`) are not held. Requests
@@ -504,7 +465,7 @@ pub(crate) fn route_label(req: &Request) -> String {
 /// middleware for both: each `from_fn` layer costs allocations on every request.
 async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = route_label(&req);
+    let route = crate::spans::route_label(&req);
     let method = req.method().clone();
     let listening = method == axum::http::Method::GET && route == "/mcp";
     let in_flight = (!listening).then(|| opts.drain.enter());
@@ -606,7 +567,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
                 .route("/readyz", get(readiness_route))
                 .with_state(opts.clone()),
         )
-        .merge(crate::chat::openapi_routes());
+        .merge(crate::openapi::routes());
     if let Some(agent) = &opts.agent {
         router = router.merge(crate::chat::routes(
             agent.clone(),
@@ -614,7 +575,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             opts.metrics.clone(),
         ));
     }
-    router = router.merge(crate::console::routes(
+    router = router.merge(crate::console::router::routes(
         shared.clone(),
         opts.agent.clone(),
         opts.spend.clone(),

@@ -19,6 +19,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use toolforge_policy::Principal;
 
+/// The load balancer's probes: open to everyone, whatever the identity, `Host` or `Origin`,
+/// because they tell nothing but the replica's state (no server names, tools or errors). A
+/// Kubernetes probe names the pod's address in `Host`, and HAProxy's check sends no token.
+pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
+
 /// A bearer token longer than this is refused unread.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
@@ -255,7 +260,7 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let path = req.uri().path();
-    if path == "/openapi.json" || crate::http::PROBE_PATHS.contains(&path) {
+    if path == "/openapi.json" || PROBE_PATHS.contains(&path) {
         return next.run(req).await;
     }
     let console = path == "/ui" || path.starts_with("/ui/");
@@ -267,7 +272,7 @@ pub async fn authenticate(
         Err(e) => {
             let mut response = unauthorized(&e);
             if console {
-                crate::console::set_secure_headers(response.headers_mut());
+                crate::console::headers::set_secure_headers(response.headers_mut());
             }
             response
         }
@@ -282,7 +287,7 @@ fn unauthorized(e: &AuthError) -> Response {
         }
     };
     let mut response =
-        crate::http::ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
+        crate::error::ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, challenge);

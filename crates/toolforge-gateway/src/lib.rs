@@ -8,6 +8,7 @@ mod cache_hints;
 pub mod chat;
 pub mod console;
 pub mod drain;
+pub mod error;
 mod free_memory;
 mod group_annotations;
 pub mod http;
@@ -37,6 +38,7 @@ pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};
 pub use mcp_sessions::SessionLimits;
 pub use metrics::Metrics;
+pub use visible::filtered::{Filtered, serve_handler_http, serve_handler_stdio};
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///

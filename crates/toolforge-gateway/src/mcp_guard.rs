@@ -34,6 +34,8 @@ use crate::list_splice::{ListSlot, Resolve};
 use crate::mcp_sessions::{CappedSessions, SessionOwner};
 
 mod peek;
+#[cfg(test)]
+mod peek_tests;
 
 /// JSON-RPC error codes the gateway answers with.
 pub mod code {
@@ -100,7 +102,7 @@ fn not_its_session() -> Response {
         StatusCode::NOT_FOUND,
         &Value::Null,
         -32001,
-        crate::http::SESSION_GONE_MESSAGE,
+        crate::mcp_sessions::SESSION_GONE_MESSAGE,
     )
 }
 

@@ -25,6 +25,10 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 
+/// What a client with an unknown `Mcp-Session-Id` is told.
+pub const SESSION_GONE_MESSAGE: &str = "session not found or expired (the replica that held it \
+     may have restarted): start a new session by sending initialize without Mcp-Session-Id";
+
 /// Session limits of `/mcp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionLimits {

@@ -68,26 +68,6 @@ pub struct ParkedState {
     pub round: u32,
 }
 
-impl From<crate::parked::Ticket> for ParkedState {
-    fn from(t: crate::parked::Ticket) -> Self {
-        Self {
-            id: t.id,
-            replica: t.replica,
-            round: t.round,
-        }
-    }
-}
-
-impl From<ParkedState> for crate::parked::Ticket {
-    fn from(p: ParkedState) -> Self {
-        Self {
-            id: p.id,
-            replica: p.replica,
-            round: p.round,
-        }
-    }
-}
-
 impl Envelope {
     /// Refuses a retry by another caller than the one who made the call.
     ///

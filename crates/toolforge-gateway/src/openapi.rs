@@ -5,6 +5,8 @@
 //! agent's `RunResult`) with its `Step`, `Usage` and `HaltReason`, and `AgentAnswer` (seed 002's
 //! JSON Schema, shipped by the agent).
 
+use axum::Json;
+use axum::routing::get;
 use schemars::generate::{Contract, SchemaSettings};
 use serde_json::{Value, json};
 use toolforge_agent::RunResult;
@@ -27,6 +29,11 @@ pub fn document() -> Value {
         schemas.extend(generated);
     }
     doc
+}
+
+/// `GET /openapi.json`, served with or without the agent.
+pub fn routes() -> axum::Router {
+    axum::Router::new().route("/openapi.json", get(|| async { Json(document()) }))
 }
 
 /// The schemas generated from the types, each under the name its `$ref`s use.

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use toolforge_mcp::{Ask, CallFailure, CallOutcome};
 
 pub use crate::mrtr::MAX_ROUNDS;
+use crate::mrtr::ParkedState;
 
 /// Most calls parked at once on one gateway.
 pub const MAX_PARKED: usize = 256;
@@ -171,6 +172,27 @@ pub struct Ticket {
     pub replica: String,
     /// Which round of input the client answers (a retry answers each round once).
     pub round: u32,
+}
+
+/// The sealed form of a ticket (`requestState`) and back.
+impl From<Ticket> for ParkedState {
+    fn from(t: Ticket) -> Self {
+        Self {
+            id: t.id,
+            replica: t.replica,
+            round: t.round,
+        }
+    }
+}
+
+impl From<ParkedState> for Ticket {
+    fn from(p: ParkedState) -> Self {
+        Self {
+            id: p.id,
+            replica: p.replica,
+            round: p.round,
+        }
+    }
 }
 
 /// A client's retry for its parked call.

@@ -15,6 +15,8 @@
 //! A URI that cannot be normalised is refused: no scheme, a malformed percent-encoding, or
 //! whitespace and control characters.
 
+use rmcp::ErrorData as McpError;
+
 /// Why a resource URI was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UriProblem {
@@ -147,6 +149,42 @@ pub fn normalise(uri: &str) -> Result<String, UriProblem> {
         out.push_str(&normalise_percent(q, false)?);
     }
     Ok(out)
+}
+
+// What the MCP handlers call: the client's URI checked, as an MCP error when refused.
+
+/// Refuses a resource URI longer than [`crate::uri_template::MAX_URI_BYTES`] before anything
+/// looks it up (the error quotes its length, not the URI).
+pub(crate) fn bounded_uri(uri: &str) -> Result<(), McpError> {
+    let max = crate::uri_template::MAX_URI_BYTES;
+    if uri.len() <= max {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!(
+            "the resource URI is {} bytes long; the limit is {max}",
+            uri.len()
+        ),
+        None,
+    ))
+}
+
+/// A client's resource URI, bounded and in its one spelling ([`crate::resource_uri`]): what
+/// visibility and policy decide on and what the backend reads. Refused when it cannot be
+/// normalised.
+pub(crate) fn normalised_uri(uri: &str) -> Result<String, McpError> {
+    bounded_uri(uri)?;
+    normalise(uri).map_err(|problem| {
+        McpError::invalid_params(
+            format!("{problem}; it is refused rather than guessed at"),
+            None,
+        )
+    })
+}
+
+/// Whether a listed resource's URI is `uri` (the client's, normalised).
+pub(crate) fn same_uri(listed: &str, uri: &str) -> bool {
+    listed == uri || normalise(listed).is_ok_and(|l| l == uri)
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ async fn request_span(mut req: Request, next: Next) -> Response {
         otel.kind = "server",
         otel.status_code = Empty,
         http.request.method = req.method().as_str(),
-        http.route = crate::http::route_label(&req),
+        http.route = route_label(&req),
         http.response.status_code = Empty,
     );
     if span.is_disabled() {
@@ -107,5 +107,14 @@ fn bounded(name: &str) -> &str {
     match name.char_indices().nth(MAX_NAME) {
         Some((end, _)) => &name[..end],
         None => name,
+    }
+}
+
+/// The route label of a request: the router's pattern, `/mcp` for everything under it.
+pub(crate) fn route_label(req: &Request) -> String {
+    match req.extensions().get::<axum::extract::MatchedPath>() {
+        Some(p) if p.as_str().starts_with("/mcp") => "/mcp".to_owned(),
+        Some(p) => p.as_str().to_owned(),
+        None => "unmatched".to_owned(),
     }
 }

@@ -2,7 +2,7 @@
 //! merged per request with the caller's (the query string of the connection URL and the
 //! `x-mcp-*` headers of each HTTP request) by `toolforge_select::visibility::resolve`.
 //!
-//! [`Filtered`] (`filtered.rs`) wraps any rmcp server handler (the built-in toolkit, evals and stdio conformance
+//! [`filtered::Filtered`] wraps any rmcp server handler (the built-in toolkit, evals and stdio conformance
 //! servers) so a hidden tool, resource, template or prompt is neither listed nor usable: calling,
 //! reading, subscribing, getting or completing it answers "unknown ...", as for one that does not
 //! exist. The gateway applies the same config in its own handler, in `GET /tools` and in the
@@ -23,9 +23,7 @@ use toolforge_select::visibility::{
 };
 use toolforge_select::{Catalog, Tool, ToolId};
 
-mod filtered;
-
-pub use filtered::{Filtered, serve_handler_http, serve_handler_stdio};
+pub(crate) mod filtered;
 
 /// The operator's side of visibility, fixed at start-up.
 #[derive(Debug, Clone, Default)]

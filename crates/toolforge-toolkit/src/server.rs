@@ -1,19 +1,16 @@
-//! The MCP face of the toolkit: rmcp tool router, stdio and Streamable HTTP serving.
+//! The MCP face of the toolkit: the rmcp tool router (the binary serves it, over stdio or
+//! Streamable HTTP, through the gateway's visibility layer).
 //!
 //! Tool failures are in-band (`isError: true` with a clear message), never JSON-RPC errors,
 //! so a model sees what went wrong and can correct itself.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
 use crate::resources::Resources;
@@ -414,60 +411,3 @@ pub const TOOL_ORDER: &[&str] = &[
     "read_resource",
     "release_resource",
 ];
-
-/// Serve over stdin/stdout until the client closes the stream.
-///
-/// # Errors
-/// The transport fails to start.
-pub async fn serve_stdio(config: ToolkitConfig) -> anyhow_like::Result<()> {
-    let running = Toolkit::new(config)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| anyhow_like::Error(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| anyhow_like::Error(e.to_string()))?;
-    Ok(())
-}
-
-/// Serve Streamable HTTP at `/mcp` on an already-bound listener until `cancel` fires.
-///
-/// # Errors
-/// The HTTP server fails.
-pub async fn serve_http(
-    config: ToolkitConfig,
-    listener: tokio::net::TcpListener,
-    cancel: CancellationToken,
-) -> anyhow_like::Result<()> {
-    let toolkit = Toolkit::new(config);
-    let service = StreamableHttpService::new(
-        move || Ok(toolkit.for_session()),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    tracing::info!(?addr, "toolkit serving Streamable HTTP at /mcp");
-    axum::serve(
-        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
-        // kernel holds each later write ~40 ms for the client's delayed ACK.
-        axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        router,
-    )
-    .with_graceful_shutdown(async move { cancel.cancelled().await })
-    .await
-    .map_err(|e| anyhow_like::Error(e.to_string()))
-}
-
-/// A minimal error type for the serving functions (the crate does not depend on anyhow).
-pub mod anyhow_like {
-    /// A transport or serving failure, described.
-    #[derive(Debug, thiserror::Error)]
-    #[error("{0}")]
-    pub struct Error(pub String);
-    /// Result with [`Error`].
-    pub type Result<T> = std::result::Result<T, Error>;
-}

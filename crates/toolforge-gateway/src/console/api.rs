@@ -14,7 +14,7 @@ use toolforge_select::visibility::Component;
 use toolforge_select::{Call, Catalog, OfferRequest, ToolId};
 
 use super::{Console, Viewer, operators_only};
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::visible::{RequestChannels, component, query_pairs};
 
 /// Longest query string an API request may carry, in bytes.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Console;
-use crate::http::ApiError;
+use crate::error::ApiError;
 
 /// Longest server or tool name an approval may carry, in characters.
 const MAX_NAME_CHARS: usize = 256;

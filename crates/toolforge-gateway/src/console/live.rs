@@ -9,7 +9,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
@@ -21,41 +20,12 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use toolforge_agent::TraceRecord;
 
 use super::Console;
-use crate::http::ApiError;
+use super::streams::MAX_LIVE_STREAMS;
+use crate::error::ApiError;
 use crate::visible::query_pairs;
 
-/// Live trace streams open at once.
-pub const MAX_LIVE_STREAMS: usize = 16;
 /// Longest filter value, in characters.
 pub const MAX_FILTER_CHARS: usize = 256;
-
-/// The open streams' count.
-#[derive(Debug, Default)]
-pub(super) struct Streams {
-    open: AtomicUsize,
-}
-
-/// One open stream; frees its place when dropped.
-#[derive(Debug)]
-struct Slot(Arc<Streams>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Streams {
-    /// A place for one more stream, unless [`MAX_LIVE_STREAMS`] are open.
-    fn enter(self: &Arc<Self>) -> Option<Slot> {
-        self.open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_LIVE_STREAMS).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(self.clone()))
-    }
-}
 
 /// Which records a stream sends: each filter given must equal the record's field.
 #[derive(Debug, Default, PartialEq)]
@@ -255,17 +225,6 @@ mod tests {
         let long = "x".repeat(MAX_FILTER_CHARS + 1);
         let err = Filter::parse(&pairs(&[("tool", &long)])).unwrap_err();
         assert!(err.contains("longer than"), "{err}");
-    }
-
-    #[test]
-    fn streams_are_capped_and_a_closed_one_frees_its_place() {
-        let streams = Arc::new(Streams::default());
-        let open: Vec<Slot> = (0..MAX_LIVE_STREAMS)
-            .map(|_| streams.enter().expect("below the cap"))
-            .collect();
-        assert!(streams.enter().is_none());
-        drop(open);
-        assert!(streams.enter().is_some());
     }
 
     #[test]

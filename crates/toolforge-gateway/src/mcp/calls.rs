@@ -8,10 +8,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
+use toolforge_agent::trace::decision::Decision;
 use toolforge_mcp::CallContext;
 use toolforge_select::ToolId;
 use tracing::Instrument as _;
 
+use crate::error::not_found;
 use crate::mrtr::{self};
 use crate::visible::Scope;
 use toolforge_select::Call;
@@ -21,7 +23,7 @@ use super::parking::{Resuming, Round, Sealing};
 use super::trail::{self, Trail};
 use super::{
     CALL_TOOL, Gateway, PROMPT_META_KEY, SEARCH_TOOLS, SELECTION_META_KEY, START_WAIT_FOR_CALL,
-    Shared, ToolMode, complete, not_found,
+    Shared, ToolMode, complete,
 };
 
 /// What follows a backend's `input_required`.
@@ -33,6 +35,21 @@ pub(super) enum NextRound {
         responses: rmcp::model::InputResponses,
         state: Option<String>,
     },
+}
+
+/// Why a call was not routed: its tool is held in quarantine (and this caller may be told so),
+/// or no tool this caller may see has the name (or its sealed state does not open).
+enum Unrouted {
+    Quarantined(McpError),
+    NotFound(McpError),
+}
+
+impl Unrouted {
+    fn into_error(self) -> McpError {
+        match self {
+            Self::Quarantined(e) | Self::NotFound(e) => e,
+        }
+    }
 }
 
 /// Where a call goes, and the selector's reason.
@@ -230,6 +247,7 @@ impl Gateway {
                         .map(|()| routed),
                     other => other,
                 }
+                .map_err(Unrouted::NotFound)
             }
             None => {
                 self.routed(&ctx, &name, &req)
@@ -244,15 +262,11 @@ impl Gateway {
         let (routed, scope) = match routed {
             Ok(r) => r,
             Err(e) => {
-                trail.decision = Some(
-                    if e.message.contains("quarantined") {
-                        "quarantined"
-                    } else {
-                        "not_found"
-                    }
-                    .to_owned(),
-                );
-                return Err(e);
+                trail.decision = Some(match e {
+                    Unrouted::Quarantined(_) => Decision::Quarantined,
+                    Unrouted::NotFound(_) => Decision::NotFound,
+                });
+                return Err(e.into_error());
             }
         };
         let id = routed.id.clone();
@@ -271,17 +285,19 @@ impl Gateway {
             trail.decision = Some(match &refusal {
                 toolforge_agent::Refusal::Denied { policy, .. } => {
                     trail.policy = Some(policy.clone());
-                    format!("deny: {policy}")
+                    Decision::Deny {
+                        policy: policy.clone(),
+                    }
                 }
-                toolforge_agent::Refusal::Limited { retry_after_ms, .. } => {
-                    format!("limited: retry after {retry_after_ms} ms")
-                }
+                toolforge_agent::Refusal::Limited { retry_after_ms, .. } => Decision::Limited {
+                    retry_after_ms: *retry_after_ms,
+                },
             });
             return Ok(CallToolResponse::Complete(crate::visible::refused_result(
                 &refusal,
             )));
         }
-        trail.decision = Some("allow".to_owned());
+        trail.decision = Some(Decision::allow());
         req.name = id.name.clone().into();
         let call = CallContext {
             caller: Some(self.caller(&ctx)),
@@ -352,10 +368,12 @@ impl Gateway {
             trail.retry_reason.clone_from(&failure.retry_reason);
             match &failure.error {
                 toolforge_mcp::CallError::Quarantined { .. } => {
-                    trail.decision = Some("quarantined".to_owned());
+                    trail.decision = Some(Decision::Quarantined);
                 }
                 toolforge_mcp::CallError::Blocked { reason, .. } => {
-                    trail.decision = Some(format!("blocked: {reason}"));
+                    trail.decision = Some(Decision::Blocked {
+                        reason: reason.clone(),
+                    });
                 }
                 _ => {}
             }
@@ -457,7 +475,7 @@ impl Gateway {
         ctx: &RequestContext<RoleServer>,
         name: &str,
         req: &CallToolRequestParams,
-    ) -> Result<(Routed, Scope), McpError> {
+    ) -> Result<(Routed, Scope), Unrouted> {
         let prompt = ctx
             .meta
             .get(PROMPT_META_KEY)
@@ -488,12 +506,15 @@ impl Gateway {
             // Held back until approved: say so (and how to approve), unless the request's
             // visibility is narrowed (then the tool stays as unknown as any hidden one).
             if scope.unrestricted() {
-                return Err(McpError::invalid_params(e.to_string(), None));
+                return Err(Unrouted::Quarantined(McpError::invalid_params(
+                    e.to_string(),
+                    None,
+                )));
             }
         }
         match routed {
             Some(routed) => Ok((routed, scope)),
-            None => Err(not_found("tool", name)),
+            None => Err(Unrouted::NotFound(not_found("tool", name))),
         }
     }
 

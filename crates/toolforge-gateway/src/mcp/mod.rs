@@ -25,6 +25,7 @@ mod calls;
 mod events;
 mod handler;
 pub mod list_cache;
+mod listed_tools;
 mod parking;
 mod prompts;
 mod resources;
@@ -122,7 +123,7 @@ pub struct Shared {
     member_positions: Mutex<Option<MemberPositions>>,
     /// Every exposed tool as an MCP definition, built once per catalog: `tools/list`, a
     /// scoped list and `get_tool` read it instead of rebuilding definitions per request.
-    listed_tools: Mutex<Option<Arc<tool_list::ListedTools>>>,
+    listed_tools: Mutex<Option<Arc<listed_tools::ListedTools>>>,
     /// `tools/list` answers (serialised tool arrays) per catalog and visibility scope.
     list_cache: list_cache::ListCache,
     pub tool_mode: ToolMode,
@@ -505,42 +506,4 @@ impl Gateway {
 fn complete(mut result: CallToolResult) -> CallToolResult {
     result.result_type.get_or_insert(ResultType::COMPLETE);
     result
-}
-
-pub(crate) fn not_found(what: &str, name: &str) -> McpError {
-    McpError::invalid_params(format!("unknown {what}: {name}"), None)
-}
-
-/// Refuses a resource URI longer than [`crate::uri_template::MAX_URI_BYTES`] before anything
-/// looks it up (the error quotes its length, not the URI).
-pub(crate) fn bounded_uri(uri: &str) -> Result<(), McpError> {
-    let max = crate::uri_template::MAX_URI_BYTES;
-    if uri.len() <= max {
-        return Ok(());
-    }
-    Err(McpError::invalid_params(
-        format!(
-            "the resource URI is {} bytes long; the limit is {max}",
-            uri.len()
-        ),
-        None,
-    ))
-}
-
-/// A client's resource URI, bounded and in its one spelling ([`crate::resource_uri`]): what
-/// visibility and policy decide on and what the backend reads. Refused when it cannot be
-/// normalised.
-pub(crate) fn normalised_uri(uri: &str) -> Result<String, McpError> {
-    bounded_uri(uri)?;
-    crate::resource_uri::normalise(uri).map_err(|problem| {
-        McpError::invalid_params(
-            format!("{problem}; it is refused rather than guessed at"),
-            None,
-        )
-    })
-}
-
-/// Whether a listed resource's URI is `uri` (the client's, normalised).
-pub(crate) fn same_uri(listed: &str, uri: &str) -> bool {
-    listed == uri || crate::resource_uri::normalise(listed).is_ok_and(|l| l == uri)
 }

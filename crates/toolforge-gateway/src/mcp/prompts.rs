@@ -14,7 +14,8 @@ use serde_json::Value;
 use toolforge_select::presentation::SEP;
 
 use super::calls::NextRound;
-use super::{Gateway, START_GRACE, START_WAIT_FOR_CALL, Shared, not_found};
+use super::{Gateway, START_GRACE, START_WAIT_FOR_CALL, Shared};
+use crate::error::not_found;
 
 impl Shared {
     /// Prompts as exposed: first server wins a name, the others are `server__name`.

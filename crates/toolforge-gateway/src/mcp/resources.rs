@@ -16,7 +16,8 @@ use crate::subscriptions::TooMany;
 use super::calls::NextRound;
 use crate::uri_template::template_matches;
 
-use super::{Gateway, START_GRACE, START_WAIT_FOR_CALL, Shared, not_found};
+use super::{Gateway, START_GRACE, START_WAIT_FOR_CALL, Shared};
+use crate::error::not_found;
 
 impl Shared {
     pub(super) fn resource_server(&self, uri: &str) -> Option<String> {
@@ -24,7 +25,7 @@ impl Shared {
             .pool
             .resources()
             .into_iter()
-            .find(|(_, r)| super::same_uri(&r.uri, uri))
+            .find(|(_, r)| crate::resource_uri::same_uri(&r.uri, uri))
         {
             return Some(server);
         }
@@ -68,7 +69,7 @@ impl Gateway {
         ctx: &RequestContext<RoleServer>,
         uri: &str,
     ) -> Result<String, McpError> {
-        super::bounded_uri(uri)?;
+        crate::resource_uri::bounded_uri(uri)?;
         // A completion names a template by its URI template.
         let server = self
             .shared
@@ -91,7 +92,7 @@ impl Gateway {
             .pool
             .resources()
             .into_iter()
-            .find(|(s, r)| *s == server && super::same_uri(&r.uri, uri))
+            .find(|(s, r)| *s == server && crate::resource_uri::same_uri(&r.uri, uri))
         {
             names.push(r.name.clone());
             item = serde_json::to_value(&r).unwrap_or_default();
@@ -167,7 +168,7 @@ impl Gateway {
         mut req: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        req.uri = super::normalised_uri(&req.uri)?;
+        req.uri = crate::resource_uri::normalised_uri(&req.uri)?;
         let server = match self.visible_resource_server(&ctx, &req.uri) {
             Err(_) if self.shared.pool.starting() => {
                 self.shared.pool.settled(START_WAIT_FOR_CALL).await;
@@ -213,7 +214,7 @@ impl Gateway {
         mut req: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        req.uri = super::normalised_uri(&req.uri)?;
+        req.uri = crate::resource_uri::normalised_uri(&req.uri)?;
         let server = self.visible_resource_server(&ctx, &req.uri)?;
         // Only what the backend offers: a listed resource, or a URI one of its templates
         // matches (the server a bare URI would fall back to does not count).
@@ -222,7 +223,7 @@ impl Gateway {
             .pool
             .resources()
             .iter()
-            .any(|(s, r)| *s == server && super::same_uri(&r.uri, &req.uri))
+            .any(|(s, r)| *s == server && crate::resource_uri::same_uri(&r.uri, &req.uri))
             || self
                 .shared
                 .pool
@@ -255,7 +256,7 @@ impl Gateway {
         mut req: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        req.uri = super::normalised_uri(&req.uri)?;
+        req.uri = crate::resource_uri::normalised_uri(&req.uri)?;
         // Nothing is kept for a URI this session was not subscribed to.
         let last = self
             .shared

@@ -1,6 +1,6 @@
 //! `tools/list` and search mode: the exposed tools a request sees, as MCP definitions.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -16,6 +16,7 @@ use toolforge_select::ToolId;
 use axum::body::Bytes;
 
 use super::list_cache::ListEntry;
+use super::listed_tools::ListedTools;
 use crate::group_annotations::group_annotations;
 use crate::list_splice::ListSlot;
 use crate::visible::{RequestChannels, Scope};
@@ -202,58 +203,6 @@ impl Shared {
                 Some((k, ListedTool::new(serde_json::from_value(def).ok()?)))
             })
             .collect()
-    }
-}
-
-/// Every exposed tool of one catalog as an MCP definition, in presentation order, with a
-/// name index (built once per catalog; see [`Shared::listed_tools`]).
-pub(super) struct ListedTools {
-    catalog: Arc<toolforge_select::Catalog>,
-    presentation: Arc<Presentation>,
-    /// Each definition with its exposed tool's index in `presentation`: the pool's own,
-    /// shared, unless the tool is renamed or a group's.
-    tools: Vec<(usize, ListedTool)>,
-    by_name: HashMap<String, usize>,
-}
-
-impl ListedTools {
-    fn new(
-        catalog: Arc<toolforge_select::Catalog>,
-        presentation: Arc<Presentation>,
-        tools: Vec<(usize, ListedTool)>,
-    ) -> Self {
-        let by_name = tools
-            .iter()
-            .enumerate()
-            .map(|(i, (_, t))| (t.name().to_owned(), i))
-            .collect();
-        Self {
-            catalog,
-            presentation,
-            tools,
-            by_name,
-        }
-    }
-
-    /// Every definition.
-    pub(super) fn all(&self) -> Vec<ListedTool> {
-        self.tools.iter().map(|(_, t)| t.clone()).collect()
-    }
-
-    /// The definitions whose exposed tool (by its index in the presentation) `keep` accepts.
-    fn filtered(&self, keep: impl Fn(usize) -> bool) -> Vec<ListedTool> {
-        self.tools
-            .iter()
-            .filter(|(k, _)| keep(*k))
-            .map(|(_, t)| t.clone())
-            .collect()
-    }
-
-    /// The definition of the tool exposed as `name`, whole (its schema parsed).
-    pub(super) fn get(&self, name: &str) -> Option<McpTool> {
-        self.by_name
-            .get(name)
-            .map(|&i| self.tools[i].1.definition())
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::CallToolResponse;
+use toolforge_agent::trace::decision::Decision;
 use toolforge_agent::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, timestamp_now};
 
 /// What a call came to, filled in as it goes.
@@ -20,8 +21,8 @@ pub(super) struct Trail {
     pub executed: bool,
     pub attempts: u32,
     pub retry_reason: Option<String>,
-    /// `allow`, `quarantined`, `blocked: ...`, `not_found`.
-    pub decision: Option<String>,
+    /// What was decided before the call ran (an allowed call's guard changes are in `guarded`).
+    pub decision: Option<Decision>,
     /// What a content guard changed in an executed call (added to the decision).
     pub guarded: Vec<String>,
     /// Who called (`anonymous` without identity).
@@ -59,10 +60,14 @@ pub(super) fn record(
 ) -> TraceRecord {
     let error = failure(outcome);
     let attempt = trail.attempts.max(1);
-    let decision = match (trail.decision, trail.guarded.is_empty()) {
-        (Some(d), false) => Some(format!("{d}; {}", trail.guarded.join("; "))),
-        (d, _) => d,
-    };
+    let decision = trail.decision.map(|d| match d {
+        Decision::Allow { mut guarded } => {
+            guarded.extend(trail.guarded);
+            Decision::Allow { guarded }
+        }
+        other => other,
+    });
+    let decision = decision.map(|d| d.to_string());
     let success = matches!(outcome, Ok(CallToolResponse::Complete(r)) if r.is_error != Some(true));
     TraceRecord {
         schema_version: SCHEMA_VERSION.to_owned(),

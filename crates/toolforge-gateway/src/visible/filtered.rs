@@ -89,7 +89,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
         uri: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        crate::mcp::bounded_uri(uri)?;
+        crate::resource_uri::bounded_uri(uri)?;
         if self.unrestricted(ctx) {
             return Ok(());
         }
@@ -100,7 +100,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
             && let Some(r) = listed
                 .resources
                 .iter()
-                .find(|r| crate::mcp::same_uri(&r.uri, uri))
+                .find(|r| crate::resource_uri::same_uri(&r.uri, uri))
         {
             names.push(r.name.clone());
             item = serde_json::to_value(r).unwrap_or_default();
@@ -118,7 +118,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
         {
             Ok(())
         } else {
-            Err(crate::mcp::not_found("resource", uri))
+            Err(crate::error::not_found("resource", uri))
         }
     }
 
@@ -145,7 +145,7 @@ impl<H: ServerHandler + Clone> Filtered<H> {
         if self.config.shows(&prompt, &channels) {
             Ok(())
         } else {
-            Err(crate::mcp::not_found("prompt", name))
+            Err(crate::error::not_found("prompt", name))
         }
     }
 
@@ -243,7 +243,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         mut request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        request.uri = crate::mcp::normalised_uri(&request.uri)?;
+        request.uri = crate::resource_uri::normalised_uri(&request.uri)?;
         self.check_resource(&request.uri, &ctx).await?;
         self.inner.read_resource(request, ctx).await
     }
@@ -253,7 +253,7 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         mut request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        request.uri = crate::mcp::normalised_uri(&request.uri)?;
+        request.uri = crate::resource_uri::normalised_uri(&request.uri)?;
         self.check_resource(&request.uri, &ctx).await?;
         self.inner.subscribe(request, ctx).await
     }

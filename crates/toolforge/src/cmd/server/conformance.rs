@@ -28,12 +28,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if visibility.is_open() {
             return toolforge_conformance::serve_stdio().await;
         }
-        let handler = toolforge_gateway::visible::Filtered::new(
+        let handler = toolforge_gateway::Filtered::new(
             toolforge_conformance::Fixture::new(),
             "conformance",
             std::sync::Arc::new(visibility),
         );
-        return toolforge_gateway::visible::serve_handler_stdio(handler).await;
+        return toolforge_gateway::serve_handler_stdio(handler).await;
     };
     anyhow::ensure!(
         visibility.is_open(),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolforge_evals::{EmbeddingConfig, EvalsConfig, EvalsServer, RemoteBackend, config};
-use toolforge_gateway::visible::{Filtered, serve_handler_http, serve_handler_stdio};
+use toolforge_gateway::{Filtered, serve_handler_http, serve_handler_stdio};
 
 use crate::config::env;
 use crate::embedder::{self, Backend};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use toolforge_gateway::visible::{Filtered, serve_handler_http, serve_handler_stdio};
+use toolforge_gateway::{Filtered, serve_handler_http, serve_handler_stdio};
 use toolforge_toolkit::{sandbox, seed, server, sql::SqlLimits};
 
 #[derive(Debug, clap::Args)]
