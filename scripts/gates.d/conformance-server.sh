@@ -27,8 +27,26 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+# announced LOG MARKER PID: the host:port a server started on port 0 writes after MARKER in LOG
+# once it listens (no port is picked, released and raced for), polled for at most 30 s.
+announced() {
+  local log=$1 marker=$2 pid=$3 addr
+  for _ in $(seq 1 150); do
+    addr=$(grep -o "${marker}[^/ ]*" "$log" | head -n 1)
+    if [ -n "$addr" ]; then
+      echo "${addr#"$marker"}"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "conformance gate: server exited before it listened; its log:" >&2
+      cat "$log" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "conformance gate: no \"$marker\" in $log after 30 s; its log:" >&2
+  cat "$log" >&2
+  return 1
 }
 
 # wait_ready URL PID LOG: polls until an HTTP server answers on URL (any status), at most 30 s.
@@ -84,12 +102,12 @@ run_revisions() {
 status=0
 
 # (a) the fixture over Streamable HTTP
-port=$(free_port)
-"$bin" server conformance --port "$port" >"$work/fixture.log" 2>&1 &
+"$bin" server conformance --port 0 >"$work/fixture.log" 2>&1 &
 pids+=($!)
-if wait_ready "http://127.0.0.1:$port/mcp" "${pids[-1]}" "$work/fixture.log"; then
-  run_revisions fixture "http://127.0.0.1:$port/mcp" "$work/fixture.log" || status=1
-  run_suite fixture-pending "http://127.0.0.1:$port/mcp" "$work/fixture.log" \
+if addr=$(announced "$work/fixture.log" "conformance fixture listening on http://" "${pids[-1]}") \
+  && wait_ready "http://$addr/mcp" "${pids[-1]}" "$work/fixture.log"; then
+  run_revisions fixture "http://$addr/mcp" "$work/fixture.log" || status=1
+  run_suite fixture-pending "http://$addr/mcp" "$work/fixture.log" \
     --spec-version 2025-11-25 --suite pending \
     || echo "conformance gate: pending suite failed (informational, not gating)"
 else
@@ -99,23 +117,23 @@ fi
 # (b) one gateway, default configuration, in front of the fixture over stdio and over HTTP.
 # run_gateway LABEL SERVER-JSON
 run_gateway() {
-  local label=$1 server=$2
-  local gport; gport=$(free_port)
+  local label=$1 server=$2 gaddr
   cat >"$work/$label.servers.json" <<JSON
 {"mcpServers": {"conformance": $server}}
 JSON
-  "$bin" serve --config "$work/$label.servers.json" --host 127.0.0.1 --port "$gport" \
+  "$bin" serve --config "$work/$label.servers.json" --host 127.0.0.1 --port 0 \
     >"$work/$label.log" 2>&1 &
   pids+=($!)
-  wait_ready "http://127.0.0.1:$gport/mcp" "${pids[-1]}" "$work/$label.log" || return 1
-  run_revisions "$label" "http://127.0.0.1:$gport/mcp" "$work/$label.log"
+  gaddr=$(announced "$work/$label.log" "toolforge: serving http://" "${pids[-1]}") || return 1
+  wait_ready "http://$gaddr/mcp" "${pids[-1]}" "$work/$label.log" || return 1
+  run_revisions "$label" "http://$gaddr/mcp" "$work/$label.log"
 }
 run_gateway gateway-stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}" || status=1
-fport=$(free_port)
-"$bin" server conformance --port "$fport" >"$work/fixture-upstream.log" 2>&1 &
+"$bin" server conformance --port 0 >"$work/fixture-upstream.log" 2>&1 &
 pids+=($!)
-if wait_ready "http://127.0.0.1:$fport/mcp" "${pids[-1]}" "$work/fixture-upstream.log"; then
-  run_gateway gateway-http "{\"type\": \"http\", \"url\": \"http://127.0.0.1:$fport/mcp\"}" || status=1
+if faddr=$(announced "$work/fixture-upstream.log" "conformance fixture listening on http://" "${pids[-1]}") \
+  && wait_ready "http://$faddr/mcp" "${pids[-1]}" "$work/fixture-upstream.log"; then
+  run_gateway gateway-http "{\"type\": \"http\", \"url\": \"http://$faddr/mcp\"}" || status=1
 else
   status=1
 fi

@@ -34,11 +34,7 @@ async fn serve(config: ToolkitConfig) -> (String, tokio_util::sync::Cancellation
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(toolforge_toolkit::server::serve_http(
-        config,
-        listener,
-        cancel.clone(),
-    ));
+    tokio::spawn(crate::serve_http(config, listener, cancel.clone()));
     (format!("http://{addr}/mcp"), cancel)
 }
 

@@ -59,3 +59,26 @@ pub fn toolkit_config(db: PathBuf, rest: &str) -> toolforge_toolkit::server::Too
         resources_dir: None,
     }
 }
+
+/// Serves the toolkit over Streamable HTTP at `/mcp` on `listener` (a server per session,
+/// [`toolforge_toolkit::server::Toolkit::for_session`]) until `cancel` fires.
+pub async fn serve_http(
+    config: toolforge_toolkit::server::ToolkitConfig,
+    listener: tokio::net::TcpListener,
+    cancel: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let toolkit = toolforge_toolkit::server::Toolkit::new(config);
+    let service = StreamableHttpService::new(
+        move || Ok(toolkit.for_session()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await
+}

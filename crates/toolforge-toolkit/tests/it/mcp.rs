@@ -173,7 +173,7 @@ async fn real_streamable_http() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn(toolforge_toolkit::server::serve_http(
+    let server = tokio::spawn(crate::serve_http(
         crate::toolkit_config(db, "http://127.0.0.1:9"),
         listener,
         cancel.clone(),

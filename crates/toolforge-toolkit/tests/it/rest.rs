@@ -72,18 +72,18 @@ async fn failures_are_clear() {
     .await;
     let slow = serve(axum::Router::new().route(
         "/rates/{b}",
+        // Never answers: the client's timeout is the only way out.
         axum::routing::get(|| async {
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            std::future::pending::<()>().await;
             "late"
         }),
     ))
     .await;
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = l.local_addr().unwrap();
-        drop(l);
-        format!("http://{a}")
-    };
+    // Bound but not listening, and held for the whole test: connecting is refused, and no
+    // other process can take the port meanwhile.
+    let refusing = tokio::net::TcpSocket::new_v4().unwrap();
+    refusing.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let dead = format!("http://{}", refusing.local_addr().unwrap());
     let t = Duration::from_millis(500);
     let c = client();
     let cases: Vec<Case<'_>> = vec![

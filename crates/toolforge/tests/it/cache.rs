@@ -92,9 +92,12 @@ async fn a_warm_sqlite_cache_lets_dry_run_plan_without_starting_servers() {
     assert_eq!(starts(dir.path()), 2);
 }
 
+/// A `redis-server` listening on a Unix socket in a directory of its own (no TCP port to pick
+/// and race for), killed on drop.
 pub struct Redis {
     child: std::process::Child,
     pub url: String,
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Redis {
@@ -105,16 +108,25 @@ impl Drop for Redis {
 }
 
 pub fn start_redis() -> Redis {
-    let port = crate::free_port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("redis.sock");
     let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
+        .args(["--port", "0", "--unixsocket"])
+        .arg(&socket)
+        .args([
+            "--unixsocketperm",
+            "700",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-server is missing: run scripts/setup (it installs Redis)");
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "redis-server did not listen"
@@ -123,7 +135,8 @@ pub fn start_redis() -> Redis {
     }
     Redis {
         child,
-        url: format!("redis://127.0.0.1:{port}/0"),
+        url: format!("redis+unix://{}", socket.display()),
+        _dir: dir,
     }
 }
 

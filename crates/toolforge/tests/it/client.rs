@@ -4,13 +4,13 @@
 //! header the fixture checks against the body.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::{bin, free_port};
+use crate::{announced_blocking, bin};
 
-/// `toolforge server conformance --port P`, killed on drop.
+/// `toolforge server conformance --port 0`, killed on drop.
 struct Fixture {
     child: std::process::Child,
     url: String,
@@ -24,25 +24,22 @@ impl Drop for Fixture {
 }
 
 fn fixture() -> Fixture {
-    let port = free_port();
-    let child = std::process::Command::new(bin())
-        .args(["server", "conformance", "--port", &port.to_string()])
+    let mut child = std::process::Command::new(bin())
+        .args(["server", "conformance", "--port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start the conformance fixture");
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the fixture did not listen within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let stderr = child.stderr.take().expect("piped stderr");
+    let addr = announced_blocking(
+        stderr,
+        "conformance fixture listening on http://",
+        Duration::from_secs(30),
+    );
     Fixture {
         child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url: format!("http://{addr}/mcp"),
     }
 }
 

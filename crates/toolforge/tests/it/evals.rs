@@ -121,9 +121,8 @@ async fn evals_over_stdio_with_the_python_sdk() {
 /// adapter as the seed's `RuntimeError`, and the visibility flags apply.
 #[tokio::test]
 async fn evals_over_http_offline_with_visibility() {
-    let port = crate::free_port();
     let mut child = tokio::process::Command::new(bin())
-        .args(["server", "evals", "--port", &port.to_string()])
+        .args(["server", "evals", "--port", "0"])
         .args(["--disabled-tools", "generate_variants"])
         .env_remove("LM_STUDIO_SERVERS")
         .env_remove("TOGETHER_API_KEY")
@@ -132,19 +131,18 @@ async fn evals_over_http_offline_with_visibility() {
         .env_remove("EMBEDDER_BACKEND")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("start toolforge server evals");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let start = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "evals did not listen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stderr = child.stderr.take().expect("piped stderr");
+    let addr = crate::announced(
+        stderr,
+        "evals listening on http://",
+        Duration::from_secs(60),
+    )
+    .await;
+    let url = format!("http://{addr}/mcp");
     let out = crate::python_client(&[
         "http".into(),
         url,

@@ -316,16 +316,18 @@ async fn an_http_400_from_a_backend_is_sent_once() {
     let script = root().join("crates/toolforge/tests/python/at_most_once_server.py");
     let dir = tempfile::tempdir().expect("tempdir");
     let count = dir.path().join("calls.txt");
-    let port = crate::free_port();
-    let _backend = tokio::process::Command::new(python)
+    let mut backend = tokio::process::Command::new(python)
         .arg(&script)
-        .args(["http", &port.to_string()])
+        .args(["http", "0"])
         .arg(&count)
+        .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("start the HTTP backend");
+    let stdout = backend.stdout.take().expect("piped stdout");
+    let addr = crate::announced(stdout, crate::LISTENING, Duration::from_secs(60)).await;
     let config = json!({"mcpServers": {
-        "h": {"url": format!("http://127.0.0.1:{port}/mcp"), "timeout": 30}
+        "h": {"url": format!("http://{addr}/mcp"), "timeout": 30}
     }});
     let served = Served::start_full(&config, &[], &["--stateless"]).await;
     served

@@ -59,14 +59,70 @@ pub fn npm_server(pkg: &str) -> PathBuf {
     ))
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// The address a child announces on `stream` once it listens: the `host:port` right after
+/// `marker` on the first line that has it (children are started on port 0, so no port is
+/// picked, released and raced for). The rest of the stream is read and dropped in the
+/// background, so the child never blocks on a full pipe.
+pub async fn announced(
+    stream: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    marker: &str,
+    within: Duration,
+) -> String {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut lines = tokio::io::BufReader::new(stream).lines();
+    let deadline = tokio::time::Instant::now() + within;
+    let addr = loop {
+        let line = tokio::time::timeout_at(deadline, lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("nothing said {marker:?} within {within:?}"))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("the child ended before it said {marker:?}"));
+        if let Some(addr) = address_after(&line, marker) {
+            break addr;
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    addr
 }
 
-/// `toolforge serve` on a free loopback port, killed on drop.
+/// [`announced`] for a child of `std::process`, read on a thread of its own.
+pub fn announced_blocking(
+    stream: impl std::io::Read + Send + 'static,
+    marker: &str,
+    within: Duration,
+) -> String {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = marker.to_owned();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if !sent && let Some(addr) = address_after(&line, &wanted) {
+                sent = tx.send(addr).is_ok();
+            }
+        }
+    });
+    rx.recv_timeout(within)
+        .unwrap_or_else(|e| panic!("no {marker:?} from the child within {within:?} ({e})"))
+}
+
+/// `host:port` right after `marker` in `line`, up to a `/` or a blank.
+fn address_after(line: &str, marker: &str) -> Option<String> {
+    let rest = &line[line.find(marker)? + marker.len()..];
+    let end = rest
+        .find(|c: char| c == '/' || c.is_whitespace())
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// What `toolforge serve` says once it listens, before its address.
+pub const SERVING: &str = "toolforge: serving http://";
+/// What the Python backends of `tests/python/` say once they listen over HTTP.
+pub const LISTENING: &str = "listening on http://";
+
+/// `toolforge serve` on a loopback port it picks, killed on drop.
 pub struct Served {
     child: tokio::process::Child,
     pub base: String,
@@ -96,11 +152,10 @@ impl Served {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("mcp.servers.json");
         std::fs::write(&cfg, config.to_string()).expect("write config");
-        let port = free_port();
-        let child = tokio::process::Command::new(bin())
+        let mut child = tokio::process::Command::new(bin())
             .args(["serve", "--config"])
             .arg(&cfg)
-            .args(["--port", &port.to_string()])
+            .args(["--port", "0"])
             .args(args)
             .current_dir(dir.path())
             .env_remove("TRACE_SINK")
@@ -111,13 +166,15 @@ impl Served {
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("start toolforge serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let addr = announced(stderr, SERVING, Duration::from_secs(90)).await;
         let served = Self {
             child,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}"),
             dir,
         };
         let start = Instant::now();

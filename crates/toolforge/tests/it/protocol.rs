@@ -3,11 +3,11 @@
 //! `gateway --stdio`; backend requests (sampling) relayed to the call that caused them and to no
 //! other client; a hung backend that never keeps a client waiting; closing a session.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{Served, bin, free_port, root, tool};
+use crate::{LISTENING, Served, announced, bin, root, tool};
 
 /// Runs a script of `tests/python/` with the SDK's venv and parses its one JSON line.
 async fn python(script: &str, args: &[String]) -> Value {
@@ -171,30 +171,20 @@ async fn overlapping_sampling(mut backend: Value) -> Value {
     python("overlap_client.py", &[served.mcp(), "ask".to_owned()]).await
 }
 
-/// `asking_backend.py` over Streamable HTTP on a free port; its URL, and the child (killed on
-/// drop).
+/// `asking_backend.py` over Streamable HTTP on a port it picks; its URL, and the child (killed
+/// on drop).
 pub async fn http_asking_backend() -> (String, tokio::process::Child) {
-    let port = free_port();
-    let backend = tokio::process::Command::new(tool("venv/bin/python"))
+    let mut backend = tokio::process::Command::new(tool("venv/bin/python"))
         .arg(root().join("crates/toolforge/tests/python/asking_backend.py"))
-        .args(["http", &port.to_string()])
-        .stdout(std::process::Stdio::null())
+        .args(["http", "0"])
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "backend not listening"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (format!("http://127.0.0.1:{port}/mcp"), backend)
+    let stdout = backend.stdout.take().expect("piped stdout");
+    let addr = announced(stdout, LISTENING, Duration::from_secs(60)).await;
+    (format!("http://{addr}/mcp"), backend)
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 """A backend that asks its caller for a sampling answer in the middle of a call, for relay tests.
 
     python asking_backend.py stdio
-    python asking_backend.py http PORT
+    python asking_backend.py http PORT    (0: any free port)
+
+Over HTTP it prints `listening on http://127.0.0.1:PORT/mcp` on stdout once its socket listens.
 
 Tool `ask(name)`: waits until two calls are in flight at once (so the calls overlap for
 certain, with no timing guess; across processes through the file ASK_BARRIER_FILE when set), then sends `sampling/createMessage` to its client for this call
@@ -69,6 +71,15 @@ async def who(name: str, answer: Annotated[CreateMessageResult, Resolve(question
 
 if __name__ == "__main__":
     if sys.argv[1] == "http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        import socket
+
+        import anyio
+        import uvicorn
+
+        # Bound here, so port 0 works and the port is known before the first request.
+        sock = socket.create_server(("127.0.0.1", int(sys.argv[2])))
+        print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+        app = server.streamable_http_app(host="127.0.0.1")
+        anyio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve, [sock])
     else:
         server.run("stdio")

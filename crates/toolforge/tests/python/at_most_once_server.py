@@ -1,7 +1,7 @@
 """An MCP server that counts the calls it executes, for the pool's at-most-once tests.
 
     python at_most_once_server.py stdio COUNT_FILE
-    python at_most_once_server.py http PORT COUNT_FILE
+    python at_most_once_server.py http PORT COUNT_FILE    (PORT 0: any free port)
 
 Every `tools/call` it executes appends one line to COUNT_FILE before anything else.
 
@@ -10,7 +10,8 @@ Every `tools/call` it executes appends one line to COUNT_FILE before anything el
   and answers after; `sneak` adds a tool `late_N` without announcing it
   (no `notifications/tools/list_changed`), like servers that change their list silently.
 - http: a Streamable HTTP endpoint at /mcp (JSON answers, no sessions) that answers every
-  `tools/call` with HTTP 400.
+  `tools/call` with HTTP 400; it prints `listening on http://127.0.0.1:PORT/mcp` on stdout once
+  it listens.
 
 Standard library only, without an SDK: the point is to fail in ways an SDK would not.
 """
@@ -135,4 +136,6 @@ class Http(BaseHTTPRequestHandler):
 if MODE == "stdio":
     stdio()
 else:
-    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Http).serve_forever()
+    httpd = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Http)
+    print(f"listening on http://127.0.0.1:{httpd.server_address[1]}/mcp", flush=True)
+    httpd.serve_forever()
