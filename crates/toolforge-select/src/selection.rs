@@ -30,6 +30,7 @@ use serde_json::Value;
 use crate::broker::{self, LocalBroker, RuleVerdict, Rules, estimate_tokens, intent};
 use crate::catalog::{Catalog, Tool, ToolId};
 use crate::overlap::overlap_groups;
+use crate::pins::Pin;
 use crate::rank::{self, Bm25Index, Document};
 use crate::selector::{Candidate, Context, Decision};
 use crate::visibility::{Channels, Policy, VisibilityIndex, Visible, resolve_with_index};
@@ -40,10 +41,15 @@ pub const DEFAULT_MAX_TOOLS: usize = 32;
 /// Most left-out tools an offer's summary names (the rest are counted).
 pub const LEFT_OUT_NAMED: usize = 20;
 
+/// Most tools (an overlap group counts once) pins bring into one offer: a `server/*` pin of a
+/// server with hundreds of tools must not undo the cap. The rest are left out, and say so.
+pub const MAX_PINNED: usize = 64;
+
 /// How offers are bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Most tools (an overlap group counts once) one offer shows; at least 1.
+    /// Most tools (an overlap group counts once) one offer ranks in; 0 offers only pins (a
+    /// caller that lets the model search for the rest).
     pub max_tools: usize,
     /// Estimated tokens the offered definitions may take (`u32::MAX`: no budget).
     pub token_budget: u32,
@@ -69,6 +75,9 @@ pub struct OfferRequest<'a> {
     pub visible: Option<&'a HashSet<ToolId>>,
     /// Vectors of [`Selection::query_texts`] of `message`, in that order.
     pub query_vectors: Option<&'a [Vec<f32>]>,
+    /// Tools to offer whatever their rank (first matching pin wins), within `visible` and the
+    /// exclude rules ([`crate::pins`]).
+    pub pins: &'a [Pin],
 }
 
 impl<'a> OfferRequest<'a> {
@@ -80,6 +89,7 @@ impl<'a> OfferRequest<'a> {
             intent: None,
             visible: None,
             query_vectors: None,
+            pins: &[],
         }
     }
 }
@@ -96,6 +106,8 @@ pub enum LeftOutReason {
     BelowCap { rank: usize, cap: usize },
     /// The tools ranked above it filled the token budget.
     OverBudget { budget: u32 },
+    /// A pin named it, but pins had already brought in [`MAX_PINNED`] tools.
+    PinLimit { limit: usize },
 }
 
 impl fmt::Display for LeftOutReason {
@@ -107,6 +119,7 @@ impl fmt::Display for LeftOutReason {
                 write!(f, "ranked {rank}, below the cap of {cap} tools")
             }
             Self::OverBudget { budget } => write!(f, "over the budget of {budget} tokens"),
+            Self::PinLimit { limit } => write!(f, "pinned, but pins already bring {limit} tools"),
         }
     }
 }
@@ -119,12 +132,24 @@ pub struct LeftOut {
     pub reason: LeftOutReason,
 }
 
+/// Why an offer shows a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum OfferedBy {
+    /// It ranked `rank` (1 is best) against the request, within the cap.
+    Rank { rank: usize },
+    /// A pin brought it in; `rule` says which ([`Pin::rule`]).
+    Pin { rule: String },
+}
+
 /// One offered tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Offered {
     pub tool: ToolId,
     /// Only a `summarize` rule brought it in.
     pub summarized: bool,
+    #[serde(flatten)]
+    pub by: OfferedBy,
 }
 
 /// What [`Selection::offer`] decided for one request.
@@ -151,11 +176,22 @@ impl Offer {
         self.tools.iter().map(|t| t.tool.clone()).collect()
     }
 
-    /// One line for people: the rationale, then the left-out tools (at most
-    /// [`LEFT_OUT_NAMED`] named, the rest counted).
+    /// One line for people: the rationale, the pinned tools with the pin that brought each in,
+    /// then the left-out tools (at most [`LEFT_OUT_NAMED`] named, the rest counted).
     #[must_use]
     pub fn summary(&self) -> String {
         let mut out = self.rationale.join("; ");
+        let pinned: Vec<String> = self
+            .tools
+            .iter()
+            .filter_map(|t| match &t.by {
+                OfferedBy::Pin { rule } => Some(format!("{} ({rule})", t.tool)),
+                OfferedBy::Rank { .. } => None,
+            })
+            .collect();
+        if !pinned.is_empty() {
+            out.push_str(&format!("; pinned: {}", pinned.join(", ")));
+        }
         if !self.left_out.is_empty() {
             let named: Vec<String> = self
                 .left_out
@@ -275,10 +311,7 @@ impl Selection {
             positions,
             groups,
             broker,
-            limits: Limits {
-                max_tools: limits.max_tools.max(1),
-                ..limits
-            },
+            limits,
             documents,
             bm25,
             server_documents,
@@ -469,8 +502,14 @@ impl Selection {
         let rules = self.broker.rules();
         let mut fired: Vec<(usize, usize)> = Vec::new(); // (rule, visible tools decided)
         let mut kept: Vec<(usize, bool)> = Vec::new();
+        let pin_of = |i: usize| {
+            let id = self.tools[i].id();
+            request.pins.iter().position(|p| p.pattern.matches(&id))
+        };
         for &i in &visible {
             match &verdicts[i] {
+                // A pin wins over "no include rule matches it", never over an exclusion.
+                RuleVerdict::NotIncluded if pin_of(i).is_some() => kept.push((i, false)),
                 RuleVerdict::Excluded(r) => {
                     count(&mut fired, *r);
                     left_out.push((
@@ -523,27 +562,61 @@ impl Selection {
             })
             .collect();
         let order = rank::ranking(&unit_scores);
+        // Pinned units first (each by its first member's pin), outside the ranking and the cap.
+        let unit_pin: Vec<Option<usize>> = units
+            .iter()
+            .map(|(_, members)| members.iter().find_map(|&(i, _)| pin_of(i)))
+            .collect();
+        let mut pinned_units = 0;
+        let mut offered_by: HashMap<usize, OfferedBy> = HashMap::new();
+        let mut offered: Vec<(usize, bool)> = Vec::new();
+        let mut used: u64 = 0;
+        for (u, pin) in unit_pin.iter().enumerate() {
+            let Some(pin) = pin else { continue };
+            let members = &units[u].1;
+            if pinned_units >= MAX_PINNED {
+                for &(i, _) in members {
+                    left_out.push((i, LeftOutReason::PinLimit { limit: MAX_PINNED }));
+                }
+                continue;
+            }
+            pinned_units += 1;
+            for &(i, _) in members {
+                used += u64::from(estimate_tokens(&self.tools[i]));
+                offered_by.insert(
+                    i,
+                    OfferedBy::Pin {
+                        rule: request.pins[*pin].rule(),
+                    },
+                );
+            }
+            offered.extend(members.iter().copied());
+        }
+        if pinned_units > 0 {
+            rationale.push(format!("{pinned_units} tool(s) pinned"));
+        }
+        let order: Vec<usize> = order
+            .into_iter()
+            .filter(|&u| unit_pin[u].is_none())
+            .collect();
         let cap = self.limits.max_tools;
         let ranker = if self.rank_vectors.is_some() && request.query_vectors.is_some() {
             "BM25 + embeddings"
         } else {
             "BM25"
         };
-        if units.len() > cap {
+        let ranked = order.len();
+        if ranked > cap {
             rationale.push(format!(
-                "{cap} of {} tools, ranked against the request ({ranker})",
-                units.len()
+                "{cap} of {ranked} tools, ranked against the request ({ranker})"
             ));
         } else if cap == usize::MAX {
-            rationale.push(format!("all {} tools the rules keep", units.len()));
+            rationale.push(format!("all {ranked} tools the rules keep"));
         } else {
             rationale.push(format!(
-                "all {} tools the rules keep (at most {cap} are shown)",
-                units.len()
+                "all {ranked} tools the rules keep (at most {cap} are shown)"
             ));
         }
-        let mut offered: Vec<(usize, bool)> = Vec::new();
-        let mut used: u64 = 0;
         let mut over_budget = 0;
         for (rank_no, &u) in order.iter().enumerate() {
             let members = &units[u].1;
@@ -572,6 +645,9 @@ impl Selection {
                 continue;
             }
             used += cost;
+            for &(i, _) in members {
+                offered_by.insert(i, OfferedBy::Rank { rank: rank_no + 1 });
+            }
             offered.extend(members.iter().copied());
         }
         if over_budget > 0 {
@@ -600,6 +676,9 @@ impl Selection {
                 .map(|(i, summarized)| Offered {
                     tool: self.tools[i].id(),
                     summarized,
+                    by: offered_by
+                        .remove(&i)
+                        .unwrap_or(OfferedBy::Rank { rank: usize::MAX }),
                 })
                 .collect(),
             visible: visible.len(),
@@ -810,6 +889,78 @@ mod tests {
             [id("filesystem/read_file"), id("github/read_file")]
         );
         assert!(offer.rationale.iter().any(|r| r.contains("1 of 5 tools")));
+    }
+
+    #[test]
+    fn pins_bypass_rank_and_cap_but_never_an_exclusion_or_visibility() {
+        let limits = Limits {
+            max_tools: 1,
+            ..Limits::default()
+        };
+        let selection = Selection::new(catalog(), rules(), limits);
+        let pins =
+            crate::pins::parse_pins(["web/fetch", "filesystem/*", "git/git_log"]).expect("pins");
+        let visible: HashSet<ToolId> = [
+            id("web/fetch"),
+            id("filesystem/delete_file"),
+            id("git/git_log"),
+            id("git/git_commit"),
+        ]
+        .into();
+        // Intent "git": its include rule keeps the git tools only; the cap keeps one of them.
+        let offer = selection.offer(&OfferRequest {
+            visible: Some(&visible),
+            pins: &pins,
+            ..OfferRequest::new("commit my work to git")
+        });
+        assert_eq!(offer.intent, "git");
+        assert_eq!(
+            offer.ids(),
+            [id("git/git_log"), id("git/git_commit"), id("web/fetch")],
+            "web/fetch is pinned past the include rule; git_log past the cap"
+        );
+        let by = |t: &str| {
+            offer
+                .tools
+                .iter()
+                .find(|o| o.tool == id(t))
+                .map(|o| o.by.clone())
+        };
+        assert_eq!(
+            by("web/fetch"),
+            Some(OfferedBy::Pin {
+                rule: "pinned by the operator (web/fetch)".into()
+            })
+        );
+        assert_eq!(by("git/git_commit"), Some(OfferedBy::Rank { rank: 1 }));
+        // The exclusion wins over the server pin; the hidden tools stay hidden.
+        assert_eq!(
+            reason(&offer, "filesystem/delete_file"),
+            Some(LeftOutReason::ExcludedByRule {
+                rule: "never-delete".into()
+            })
+        );
+        assert!(!offer.ids().contains(&id("filesystem/read_file")));
+        let summary = offer.summary();
+        assert!(
+            summary
+                .contains("pinned: git/git_log (pinned by the operator (git/git_log)), web/fetch"),
+            "{summary}"
+        );
+        // A cap of 0 offers the pins alone.
+        let selection = Selection::new(
+            catalog(),
+            Rules::default(),
+            Limits {
+                max_tools: 0,
+                ..Limits::default()
+            },
+        );
+        let offer = selection.offer(&OfferRequest {
+            pins: &pins[..1],
+            ..OfferRequest::new("read the file")
+        });
+        assert_eq!(offer.ids(), [id("web/fetch")]);
     }
 
     #[test]

@@ -207,23 +207,21 @@ impl Shared {
 }
 
 impl Gateway {
-    /// `search_tools`: BM25 over the tools this request may see (name, description, tags,
-    /// parameters), best first.
+    /// `search_tools`: `toolforge_select::search` over the tools this request may see and
+    /// search (the name in words first, then BM25 over name, description, tags, parameters).
     pub(super) fn search_tools(
         &self,
         args: &serde_json::Map<String, Value>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| McpError::invalid_params("search_tools needs a `query`", None))?;
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .map_or(10, |n| usize::try_from(n).unwrap_or(MAX_SEARCH_RESULTS))
-            .clamp(1, MAX_SEARCH_RESULTS);
+        let toolforge_select::search::SearchArgs { query, limit } =
+            toolforge_select::search::SearchArgs::parse(
+                &Value::Object(args.clone()),
+                10,
+                MAX_SEARCH_RESULTS,
+            )
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let query = query.as_str();
         let scope = self.scope(ctx);
         let presentation = self.shared.presentation();
         let offered: Vec<(&toolforge_select::ExposedTool, &toolforge_select::Tool)> = presentation
@@ -233,19 +231,23 @@ impl Gateway {
             .filter(|(_, tool)| scope.permits(toolforge_policy::Action::Search, tool))
             .collect();
         let tools: Vec<&toolforge_select::Tool> = offered.iter().map(|(_, t)| *t).collect();
-        let index = toolforge_select::rank::Bm25Index::from_tools(&tools);
+        let index = toolforge_select::search::ToolSearch::new(&tools);
         let matches: Vec<Value> = index
-            .search(query, limit)
+            .search(query, limit, |_| true)
             .into_iter()
-            .map(|(i, score)| {
-                let (exposed, _) = offered[i];
-                json!({
-                    "name": exposed.name,
-                    "description": exposed.description,
-                    "inputSchema": exposed.input_schema,
-                    "score": (f64::from(score) * 1000.0).round() / 1000.0,
-                })
-            })
+            .map(
+                |toolforge_select::search::Hit {
+                     index: i, score, ..
+                 }| {
+                    let (exposed, _) = offered[i];
+                    json!({
+                        "name": exposed.name,
+                        "description": exposed.description,
+                        "inputSchema": exposed.input_schema,
+                        "score": (f64::from(score) * 1000.0).round() / 1000.0,
+                    })
+                },
+            )
             .collect();
         let body = json!({"query": query, "tools": matches});
         let mut result = CallToolResult::structured(body.clone());
