@@ -26,7 +26,7 @@ use std::sync::LazyLock;
 use futures::future::BoxFuture;
 use regex::Regex;
 use serde_json::{Map, Value, json};
-use toolforge_select::rank::{Bm25Index, Document};
+use toolforge_select::rank::{Bm25Index, Document, terms};
 
 use crate::model::{
     Content, InputBound, Model, ModelError, ModelRequest, ModelResponse, Role, StopReason,
@@ -110,6 +110,12 @@ fn task_of(request: &ModelRequest) -> String {
         })
         .unwrap_or_default()
 }
+
+/// The search tool the agent offers when it leaves tools out ([`crate::model`] has no notion of
+/// it: the mock recognises it by name, as a model reads its description).
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// Its name when a server already offers a `search_tools`.
+pub const SEARCH_TOOLS_FALLBACK: &str = "toolforge_search_tools";
 
 fn observations(request: &ModelRequest) -> Vec<Observation<'_>> {
     let mut uses = std::collections::HashMap::new();
@@ -217,12 +223,22 @@ fn finish(
         })
         .min(total_in);
         // The first call of a request writes the prefix; later calls (more than one message)
-        // read it back.
-        if request.messages.len() > 1 {
-            usage.cache_read_input_tokens = prefix;
+        // read it back, only the first offer's part of it once tools have joined (the rest is
+        // written again: conservative, the provider writes it once).
+        let stable = request.stable_tools;
+        let read = if request.messages.len() <= 1 {
+            0
+        } else if stable > 0 && stable < request.tools.len() {
+            estimate_input_tokens(&ModelRequest {
+                tools: request.tools[..stable].to_vec(),
+                ..ModelRequest::default()
+            })
+            .min(prefix)
         } else {
-            usage.cache_creation_input_tokens = prefix;
-        }
+            prefix
+        };
+        usage.cache_read_input_tokens = read;
+        usage.cache_creation_input_tokens = prefix - read;
         usage.input_tokens = total_in - prefix;
     }
     ModelResponse {
@@ -277,6 +293,12 @@ impl ReferenceTask {
 
     fn next(&self, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
         let Some(sql_tool) = find_tool(tools, "sql_query") else {
+            // Not offered: a model that knows the tool it needs asks for it by name.
+            if let Some(search) = search_tool(tools)
+                && !seen.iter().any(|o| o.tool == search.name)
+            {
+                return search_call(search, "sql query");
+            }
             return Turn::Answer(json!({
                 "answer": format!("I cannot look up {}'s orders: no sql_query tool is available.", self.customer),
                 "key_facts": {"customer_name": self.customer, "threshold": self.threshold},
@@ -402,10 +424,49 @@ fn best_tool<'t>(tools: &'t [ToolSpec], text: &str) -> Option<&'t ToolSpec> {
         .map(|(i, _)| &tools[*i])
 }
 
+/// The agent's search tool (`search_tools`, or its namespaced name when a server already has
+/// one), when it is offered.
+fn search_tool(tools: &[ToolSpec]) -> Option<&ToolSpec> {
+    tools
+        .iter()
+        .find(|t| t.name == SEARCH_TOOLS || t.name == SEARCH_TOOLS_FALLBACK)
+}
+
+/// True when every word of the tool's own name (its server's prefix aside) is in `text`: a
+/// model calls a tool whose name says what it wants, and otherwise looks for a better one.
+fn name_fits(tool: &ToolSpec, text: &str) -> bool {
+    let own = tool.name.rsplit("__").next().unwrap_or(&tool.name);
+    let wanted = terms(own);
+    let said = terms(text);
+    !wanted.is_empty() && wanted.iter().all(|w| said.contains(w))
+}
+
+/// A call of the search tool.
+fn search_call(search: &ToolSpec, query: &str) -> Turn {
+    Turn::Call(
+        search.name.clone(),
+        json!({"query": query}),
+        format!("Looking for a tool for: {query}"),
+    )
+}
+
 fn generic(task: &str, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
     let parts = parts(task);
+    let search = search_tool(tools);
+    let is_search = |o: &Observation<'_>| search.is_some_and(|s| s.name == o.tool);
+    // Searches are not steps of the plan: the part worked on is the one after the last call.
+    let searched_now = seen.last().is_some_and(is_search);
+    let seen: Vec<&Observation<'_>> = seen.iter().filter(|o| !is_search(o)).collect();
+    let callable: Vec<ToolSpec> = tools
+        .iter()
+        .filter(|t| search.is_none_or(|s| s.name != t.name))
+        .cloned()
+        .collect();
     if let Some(part) = parts.get(seen.len()) {
-        if let Some(tool) = best_tool(tools, part) {
+        let best = best_tool(&callable, part);
+        // Search first unless the best tool's name says it fits, or a search just ran.
+        let settle = search.is_none() || searched_now || best.is_some_and(|t| name_fits(t, part));
+        if let (Some(tool), true) = (best, settle) {
             let input = fill_arguments(&tool.input_schema, part);
             return Turn::Call(
                 tool.name.clone(),
@@ -413,10 +474,13 @@ fn generic(task: &str, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
                 format!("Calling {} for: {part}", tool.name),
             );
         }
+        if let (Some(search), false) = (search, searched_now) {
+            return search_call(search, part);
+        }
         if seen.is_empty() {
             return Turn::Answer(json!({
                 "answer": "None of the available tools matches this request.",
-                "key_facts": {"tools_available": tools.len()},
+                "key_facts": {"tools_available": callable.len()},
             }));
         }
     }
@@ -438,7 +502,7 @@ fn generic(task: &str, tools: &[ToolSpec], seen: &[Observation<'_>]) -> Turn {
     }
     let mut lines = Vec::new();
     let mut failed = 0;
-    for o in seen {
+    for o in &seen {
         let result = shorten(o.result, 400);
         if o.is_error {
             failed += 1;
@@ -740,6 +804,7 @@ mod tests {
             messages,
             max_tokens: 1024,
             cache: true,
+            stable_tools: 0,
         }
     }
 
@@ -791,6 +856,80 @@ mod tests {
         assert_eq!(
             second.usage.cache_read_input_tokens,
             first.usage.cache_creation_input_tokens
+        );
+    }
+
+    #[test]
+    fn a_tool_left_out_is_searched_for_then_called() {
+        let search = tool(
+            SEARCH_TOOLS,
+            "Find tools you were not offered.",
+            json!({"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}),
+        );
+        let list = tool(
+            "list_directory",
+            "List a directory.",
+            json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+        );
+        let read = tool(
+            "read_file",
+            "Read a file from the disk.",
+            json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}),
+        );
+        let task = "read the file notes.md";
+        // Offered: a tool whose name does not fit, and the search tool.
+        let mut req = ModelRequest {
+            tools: vec![list.clone(), search.clone()],
+            messages: vec![Message::user(task)],
+            max_tokens: 512,
+            cache: true,
+            ..ModelRequest::default()
+        };
+        let first = respond(&req);
+        let (id, name, input) = first.tool_uses()[0];
+        assert_eq!((name, input), (SEARCH_TOOLS, &json!({"query": task})));
+        req.messages.push(Message {
+            role: Role::Assistant,
+            content: first.content.clone(),
+        });
+        req.messages.push(Message {
+            role: Role::User,
+            content: vec![Content::ToolResult {
+                tool_use_id: id.to_owned(),
+                content: r#"{"added":[{"name":"read_file"}]}"#.into(),
+                is_error: false,
+            }],
+        });
+        // The search's find joined the offer after it.
+        req.tools.push(read);
+        req.stable_tools = 2;
+        let second = respond(&req);
+        let (_, name, input) = second.tool_uses()[0];
+        assert_eq!((name, input), ("read_file", &json!({"path": "notes.md"})));
+        // Billed: the first offer's prefix read back, what joined written.
+        assert!(second.usage.cache_read_input_tokens > 0);
+        assert!(second.usage.cache_creation_input_tokens > 0);
+
+        // A tool whose name fits is called at once; the reference task searches by name.
+        let direct = respond(&ModelRequest {
+            tools: vec![
+                tool("read_file", "Read.", json!({"type":"object"})),
+                search.clone(),
+            ],
+            messages: vec![Message::user(task)],
+            max_tokens: 512,
+            ..ModelRequest::default()
+        });
+        assert_eq!(direct.tool_uses()[0].1, "read_file");
+        let reference = respond(&ModelRequest {
+            tools: vec![list, search],
+            messages: vec![Message::user(TASK)],
+            max_tokens: 512,
+            ..ModelRequest::default()
+        });
+        assert_eq!(
+            (reference.tool_uses()[0].1, reference.tool_uses()[0].2),
+            (SEARCH_TOOLS, &json!({"query": "sql query"}))
         );
     }
 

@@ -84,6 +84,11 @@ pub struct ModelRequest {
     /// Place prompt-cache breakpoints after the tools and after the system prompt (providers
     /// that cache implicitly ignore it).
     pub cache: bool,
+    /// The first `stable_tools` tools are the same, in the same order, on every call of a run
+    /// (the first offer); the tools after them joined later (found by a search). A provider
+    /// that places breakpoints keeps one after them too, so the prefix the first call cached
+    /// is still read once tools have joined. 0 (or all the tools): nothing joined.
+    pub stable_tools: usize,
 }
 
 /// Token usage of one response, as the provider billed it.

@@ -174,6 +174,7 @@ mod tests {
             }],
             max_tokens: 1024,
             cache: false,
+            stable_tools: 0,
         }
     }
 

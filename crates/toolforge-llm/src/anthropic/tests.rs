@@ -55,6 +55,7 @@ fn request(cache: bool) -> ModelRequest {
         messages: vec![Message::user("What is the weather in Paris?")],
         max_tokens: 1024,
         cache,
+        stable_tools: 0,
     }
 }
 
@@ -208,6 +209,46 @@ async fn tool_use_request_shape_cache_breakpoints_and_parsed_answer() {
             cache_read_input_tokens: 0,
         }
     );
+}
+
+#[test]
+fn tools_that_joined_keep_the_first_offers_breakpoint_in_place() {
+    let lookup = ToolSpec {
+        name: "lookup_city".into(),
+        description: "Find a city's coordinates".into(),
+        input_schema: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+    };
+    let first = request(true);
+    let mut grown = request(true);
+    grown.tools.push(lookup);
+    grown.stable_tools = 2;
+    let marks = |r: &ModelRequest| {
+        let body = serde_json::to_value(wire_request("claude-sonnet-4-6", r, false)).unwrap();
+        let mut out = Vec::new();
+        cache_controls(&body, "", &mut out);
+        (body, out)
+    };
+    let (first_body, first_marks) = marks(&first);
+    let (grown_body, grown_marks) = marks(&grown);
+    assert_eq!(
+        first_marks,
+        ["/system/0/cache_control", "/tools/1/cache_control"]
+    );
+    assert_eq!(
+        grown_marks,
+        [
+            "/system/0/cache_control",
+            "/tools/1/cache_control",
+            "/tools/2/cache_control"
+        ]
+    );
+    // The first offer is byte for byte what the first call sent, breakpoint included.
+    assert_eq!(grown_body["tools"][0], first_body["tools"][0]);
+    assert_eq!(grown_body["tools"][1], first_body["tools"][1]);
+    // Nothing joined (or every tool stable): the one breakpoint after the tools.
+    let mut all = grown.clone();
+    all.stable_tools = 3;
+    assert_eq!(marks(&all).1.len(), 2);
 }
 
 #[tokio::test]

@@ -89,6 +89,10 @@ pub(super) fn wire_request<'a>(
         }]
     };
     let last = request.tools.len().saturating_sub(1);
+    // After the first offer too, once tools have joined it: that prefix is unchanged since the
+    // first call wrote it (at most three breakpoints in all; the API allows four).
+    let stable = (request.stable_tools > 0 && request.stable_tools < request.tools.len())
+        .then(|| request.stable_tools - 1);
     let tools = request
         .tools
         .iter()
@@ -97,7 +101,11 @@ pub(super) fn wire_request<'a>(
             name: &t.name,
             description: &t.description,
             input_schema: &t.input_schema,
-            cache_control: if i == last { cache() } else { None },
+            cache_control: if i == last || Some(i) == stable {
+                cache()
+            } else {
+                None
+            },
         })
         .collect();
     WireRequest {

@@ -82,6 +82,7 @@ fn request() -> ModelRequest {
         max_tokens: 1024,
         // Ignored: OpenAI caches on its own.
         cache: true,
+        stable_tools: 0,
     }
 }
 
