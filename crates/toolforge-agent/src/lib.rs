@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod backend;
 pub mod cost;
+pub mod discovery;
 pub mod governance;
 pub mod halt;
 pub mod metrics;
@@ -19,6 +20,6 @@ pub mod trace_verify;
 pub use backend::{ToolBackend, ToolFailure, ToolOutput};
 pub use cost::{Allowance, CostGuard, DEFAULT_CEILING_USD};
 pub use governance::{Governance, Limiter, Refusal};
-pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, Step, Visibility};
+pub use run::{Agent, AgentConfig, RunEvent, RunRequest, RunResult, SearchStep, Step, Visibility};
 pub use session::{MemorySessions, RedisSessions, SessionStore};
 pub use trace::{ChainKey, RecordKind, TraceRecord, TraceSink};

@@ -492,6 +492,7 @@ mod tests {
             available_tools: Vec::new(),
             offered_tools: Vec::new(),
             broker_rationale: String::new(),
+            searches: Vec::new(),
         }
     }
 

@@ -1,5 +1,6 @@
-//! Trace records, schema "1" (DESIGN §5): one JSON object per line, written by one writer
-//! thread so concurrent requests never interleave or split a line.
+//! Trace records, schema "2" (DESIGN §5): one JSON object per line, written by one writer
+//! thread so concurrent requests never interleave or split a line. Schema "2" is "1" with one
+//! kind more (`tool_search`) and its `search` object; this build reads both.
 //!
 //! Every model call's cost is in the stream: a call that asked for tools is split over its
 //! `tool_call` records; any other (the final answer, an answer cut at `max_tokens`) has one
@@ -22,8 +23,17 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-/// The trace schema version.
-pub const SCHEMA_VERSION: &str = "1";
+/// The trace schema version this build writes.
+pub const SCHEMA_VERSION: &str = "2";
+
+/// The schema versions this build reads: "1" is "2" without `tool_search` records.
+pub const READ_SCHEMA_VERSIONS: &[&str] = &["1", "2"];
+
+/// True when this build reads records of `version`.
+#[must_use]
+pub fn reads_schema(version: &str) -> bool {
+    READ_SCHEMA_VERSIONS.contains(&version)
+}
 
 /// What a record stands for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +46,35 @@ pub enum RecordKind {
     /// A model call that asked for no tool (an answer, or an answer cut at `max_tokens`):
     /// `server` is null, `tool` and `arguments_hash` are empty, `executed` is false.
     ModelCall,
+    /// A search for tools beyond the first offer (schema "2"): `tool` is the search tool's name,
+    /// `server` is null, `executed` is false (no MCP server is asked), `search` says what it
+    /// looked for and what joined the offer; its share of the model call's cost as a tool
+    /// call's.
+    ToolSearch,
+}
+
+/// Who ran a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Searcher {
+    /// The agent answered the model's `search_tools` call.
+    Agent,
+    /// The provider's own tool search (Anthropic's), over the deferred tools the agent sent.
+    Provider,
+}
+
+/// What a `tool_search` record found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchRecord {
+    pub by: Searcher,
+    /// The query (secrets redacted, at most 256 characters), or the provider's pattern.
+    pub query: String,
+    /// Results asked for (0 when the provider decides).
+    pub limit: usize,
+    /// What matched, best first, as `server/tool` (an overlap group by its first member).
+    pub found: Vec<String>,
+    /// Of those, what joined the offer (the rest were offered already, or past the run's bound).
+    pub added: Vec<String>,
 }
 
 /// One tool call or one model call without tool calls, as traced.
@@ -85,6 +124,9 @@ pub struct TraceRecord {
     /// (`toolforge trace verify`). Null only in records written before the chain existed.
     #[serde(default)]
     pub prev_hash: Option<String>,
+    /// Only on `tool_search` records.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub search: Option<SearchRecord>,
 }
 
 /// The principal of a caller without identity.

@@ -203,6 +203,7 @@ mod tests {
             policy: None,
             decision: Some("allow".into()),
             prev_hash: None,
+            search: None,
         }
     }
 

@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn only_kept_candidates_with_a_shared_term_are_returned_up_to_the_limit() {
-        let tools = vec![
+        let tools = [
             tool("a", "read_file", "Read a file."),
             tool("b", "read_file", "Read a file from a repository."),
             tool("a", "send_mail", "Send an email."),
@@ -234,7 +234,8 @@ mod tests {
 
     #[test]
     fn arguments_table() {
-        let cases: &[(Value, Result<(&str, usize), SearchArgsError>)] = &[
+        type Want = Result<(&'static str, usize), SearchArgsError>;
+        let cases: &[(Value, Want)] = &[
             (json!({"query": " read a file "}), Ok(("read a file", 5))),
             (json!({"query": "x", "limit": 3}), Ok(("x", 3))),
             (json!({"query": "x", "limit": 3.0}), Ok(("x", 3))),

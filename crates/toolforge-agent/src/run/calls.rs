@@ -1,20 +1,24 @@
 //! One model turn's tool calls: each is routed (the selector's rules, then its arguments against
 //! the schema), admitted (policy, then limits; a refused call never reaches its server), run
 //! concurrently with the others (or only planned, in a dry run), and recorded as a `Step`, a
-//! trace record and the tool result the model reads next.
+//! trace record and the tool result the model reads next. A call of the search tool is
+//! answered here, in order, before the others run (it only ranks the catalog, so a dry run
+//! searches too); what it finds joins the offer from the next model call on.
 
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use toolforge_llm::{Content, ModelResponse};
-use toolforge_select::{Call, Catalog, Presentation, Resolved, Selection, ToolId};
+use toolforge_select::{Call, Resolved, Selection, ToolId};
 
 use super::offer::Prepared;
-use super::result::{raw_result, short};
+use super::offering::{Found, Offering};
+use super::result::{SearchStep, raw_result, short};
 use super::{Agent, RunRequest, RunState, Step};
 use crate::backend::{ToolFailure, ToolOutput};
 use crate::governance::Refusal;
+use crate::trace::Searcher;
 
 /// A call the model asked for, after routing.
 enum Planned {
@@ -30,6 +34,8 @@ enum Planned {
         rule: String,
         alternatives: Vec<String>,
     },
+    /// A call of the search tool, answered.
+    Search(Found),
 }
 
 /// What became of an admitted call: `None` when it was not run (refused, or a dry run).
@@ -56,19 +62,22 @@ impl Agent {
             .into_iter()
             .map(|(id, name, input)| (id.to_owned(), name.to_owned(), input.clone()))
             .collect();
-        // Route every call (in order), then run them concurrently.
+        // Route every call against the offer the model was shown, then answer its searches
+        // in order (what they find is callable from the next turn), then run the calls
+        // concurrently.
         let n = uses.len();
-        let planned: Vec<Planned> = uses
+        let routed: Vec<Option<Planned>> = uses
             .iter()
             .map(|(_, name, input)| {
+                if state.offering.is_search(name) {
+                    return None;
+                }
                 let span = crate::spans::route();
                 let plan = span.in_scope(|| {
                     route(
-                        &prepared.presentation,
-                        &prepared.selection,
-                        prepared.prompt_vector.as_deref(),
-                        &request.message,
-                        &state.history,
+                        prepared,
+                        &state.offering,
+                        prompt_context(prepared, request, &state.history),
                         name,
                         input,
                     )
@@ -77,21 +86,71 @@ impl Agent {
                     Planned::Run { id, rule, .. } | Planned::Invalid { id, rule, .. } => {
                         Some((id, rule.as_str()))
                     }
-                    Planned::Unknown => None,
+                    Planned::Unknown | Planned::Search(_) => None,
                 };
                 crate::spans::record_route(&span, chosen);
-                plan
+                Some(plan)
             })
             .collect();
-        let futures = uses.iter().zip(&planned).map(|((_, _, input), plan)| {
-            self.admit_and_run(request, &prepared.subset, plan, input)
-        });
+        let planned: Vec<Planned> = routed
+            .into_iter()
+            .zip(&uses)
+            .map(|(plan, (_, _, input))| {
+                plan.unwrap_or_else(|| Planned::Search(state.offering.search(prepared, input)))
+            })
+            .collect();
+        let futures = uses
+            .iter()
+            .zip(&planned)
+            .map(|((_, _, input), plan)| self.admit_and_run(request, prepared, plan, input));
         let outcomes = futures::future::join_all(futures).await;
 
         let mut results = Vec::with_capacity(n);
         for (i, (((use_id, name, input), plan), (outcome, latency_ms, admission))) in
             uses.iter().zip(planned).zip(outcomes).enumerate()
         {
+            let tokens_in = split_even(response.usage.total_input(), n, i);
+            let tokens_out = split_even(response.usage.output_tokens, n, i);
+            if let Planned::Search(found) = plan {
+                let (content, is_error) = found.tool_result(prepared);
+                let search = SearchStep {
+                    step,
+                    by: Searcher::Agent,
+                    query: found
+                        .args
+                        .as_ref()
+                        .map(|a| a.query.clone())
+                        .unwrap_or_default(),
+                    found: Found::names(prepared, &found.found),
+                    added: Found::names(prepared, &found.added),
+                    error: found.args.as_ref().err().map(ToString::to_string),
+                    tokens_in,
+                    tokens_out,
+                    cost_usd: cost / n as f64,
+                };
+                let record = self.search_record(
+                    &state.session_id,
+                    request,
+                    name,
+                    input,
+                    &search,
+                    found.args.as_ref().map_or(0, |a| a.limit),
+                    (
+                        Found::ids(prepared, &found.found),
+                        Found::ids(prepared, &found.added),
+                    ),
+                );
+                if !self.trace(record).await {
+                    state.trace_failed = true;
+                }
+                state.result.searches.push(search);
+                results.push(Content::ToolResult {
+                    tool_use_id: use_id.clone(),
+                    content,
+                    is_error,
+                });
+                continue;
+            }
             let mut record = Step {
                 step,
                 tool: name.clone(),
@@ -108,8 +167,8 @@ impl Agent {
                 latency_ms,
                 attempts: 0,
                 retry_reason: None,
-                tokens_in: split_even(response.usage.total_input(), n, i),
-                tokens_out: split_even(response.usage.output_tokens, n, i),
+                tokens_in,
+                tokens_out,
                 cost_usd: cost / n as f64,
                 result_summary: String::new(),
                 raw_result: Value::Null,
@@ -153,7 +212,7 @@ impl Agent {
     async fn admit_and_run(
         &self,
         request: &RunRequest,
-        subset: &Catalog,
+        prepared: &Prepared,
         plan: &Planned,
         input: &Value,
     ) -> (Outcome, f64, Admission) {
@@ -161,7 +220,7 @@ impl Agent {
         let principal = &request.principal;
         // Policy, then limits: a refused call never reaches its server.
         let admission = match plan {
-            Planned::Run { id, .. } => match subset.get(id) {
+            Planned::Run { id, .. } => match prepared.visible.get(id) {
                 Some(tool) if request.dry_run => {
                     let d = self.governance.decide(
                         principal,
@@ -214,8 +273,11 @@ impl Agent {
     ) -> (String, bool) {
         let name = record.tool.clone();
         match plan {
+            // Answered while planning; never settled here.
+            Planned::Search(_) => (String::new(), true),
             Planned::Unknown => {
-                let known: Vec<&str> = prepared.specs.iter().map(|s| s.name.as_str()).collect();
+                let names = state.offering.names();
+                let known: Vec<&str> = names.iter().map(String::as_str).collect();
                 let msg = format!("unknown tool \"{name}\"");
                 record.error = Some(msg.clone());
                 (
@@ -235,7 +297,7 @@ impl Agent {
                 record.alternatives = alternatives;
                 record.error = Some(message.clone());
                 let schema = prepared
-                    .subset
+                    .visible
                     .get(&id)
                     .map(|t| t.input_schema.as_json().to_owned())
                     .unwrap_or_default();
@@ -315,35 +377,56 @@ impl Agent {
     }
 }
 
-/// Routes one call: its overlap group's member by the selector's rules (a lone tool is
-/// `single-candidate`), then its arguments against that member's schema.
+/// What routing reads of the request besides the call: the prompt, its vector and the session.
+#[derive(Clone, Copy)]
+struct PromptContext<'a> {
+    selection: &'a Selection,
+    prompt_vector: Option<&'a [f32]>,
+    prompt: &'a str,
+    history: &'a [ToolId],
+}
+
+fn prompt_context<'a>(
+    prepared: &'a Prepared,
+    request: &'a RunRequest,
+    history: &'a [ToolId],
+) -> PromptContext<'a> {
+    PromptContext {
+        selection: &prepared.selection,
+        prompt_vector: prepared.prompt_vector.as_deref(),
+        prompt: &request.message,
+        history,
+    }
+}
+
+/// Routes one call of a tool the model was `shown`: its overlap group's member by the
+/// selector's rules (a lone tool is `single-candidate`), then its arguments against that
+/// member's schema. A name the model was not shown is unknown, whatever the catalog holds.
 fn route(
-    presentation: &Presentation,
-    selection: &Selection,
-    prompt_vector: Option<&[f32]>,
-    prompt: &str,
-    history: &[ToolId],
+    prepared: &Prepared,
+    shown: &Offering,
+    context: PromptContext<'_>,
     name: &str,
     input: &Value,
 ) -> Planned {
-    let (id, rule, alternatives) = match presentation.resolve_model_name(name) {
+    let (id, rule, alternatives) = match shown.resolve(prepared, name) {
         None => return Planned::Unknown,
         Some(Resolved::Direct(id)) => (id, "single-candidate".to_owned(), Vec::new()),
         Some(Resolved::Group(group)) => {
             let call = Call {
                 candidates: &group.members,
-                prompt,
+                prompt: context.prompt,
                 arguments: input,
-                session: history,
-                prompt_vector,
+                session: context.history,
+                prompt_vector: context.prompt_vector,
             };
-            match selection.route(&call) {
+            match context.selection.route(&call) {
                 Some(d) => (d.chosen, d.rule.to_owned(), d.alternatives),
                 None => return Planned::Unknown,
             }
         }
     };
-    if let Some(message) = selection.argument_errors(&id, input) {
+    if let Some(message) = context.selection.argument_errors(&id, input) {
         return Planned::Invalid {
             id,
             rule,

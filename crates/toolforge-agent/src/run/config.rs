@@ -3,8 +3,10 @@
 use toolforge_llm::PriceTable;
 use toolforge_select::Namespace;
 use toolforge_select::broker::Rules;
+use toolforge_select::pins::Pin;
 
 use crate::cost::DEFAULT_CEILING_USD;
+use crate::discovery::{DEFAULT_FIRST_OFFER, Discovery};
 
 /// The system prompt every provider gets.
 pub const SYSTEM_PROMPT: &str = "You are toolforge's agent. Do what the user asks by calling the tools offered; call several at once when they do not depend on each other. Use only the tools offered and give arguments that match their input schemas. When you are done, reply with only one JSON object and nothing else: {\"answer\": \"<the answer in plain words>\", \"key_facts\": {<the facts the answer rests on, as JSON values>}}.";
@@ -18,8 +20,13 @@ pub struct AgentConfig {
     pub max_steps: u32,
     /// `max_tokens` asked of each model call before clamping.
     pub max_tokens: u32,
-    /// Most tools shown to the model; larger catalogs are ranked against the request.
+    /// `AGENT_MAX_TOOLS`: tools the first offer ranks in (pins come on top); larger catalogs
+    /// are ranked against the request, and the model searches for the rest.
     pub max_tools: usize,
+    /// How the model reaches the tools the first offer leaves out.
+    pub discovery: Discovery,
+    /// The operator's pins (`"toolforge": {"pins": [...]}`): offered whatever their rank.
+    pub pins: Vec<Pin>,
     /// The broker's rules (seed 004), applied with the intent of each request's message.
     pub rules: Rules,
     pub namespace: Namespace,
@@ -39,7 +46,9 @@ impl Default for AgentConfig {
             ceiling_usd: DEFAULT_CEILING_USD,
             max_steps: 8,
             max_tokens: 1024,
-            max_tools: toolforge_select::selection::DEFAULT_MAX_TOOLS,
+            max_tools: DEFAULT_FIRST_OFFER,
+            discovery: Discovery::default(),
+            pins: Vec::new(),
             rules: Rules::default(),
             namespace: Namespace::Auto,
             cache: true,

@@ -1,14 +1,16 @@
 //! The run loop (DESIGN §2): catalog → visibility → broker → presentation → model → selector →
 //! pool or dry-run → trace, under the cost guard.
 //!
-//! The tool subset and its presentation are fixed once per request (`offer`), so every model
-//! call of a run sends a byte-identical prefix (tools, then system prompt) and steps 2..n hit the
-//! prompt cache. `turns` runs the model turns; each turn's tool calls are routed, admitted and
-//! run in `calls`; `records` writes the trace; `result` is what a run returns.
+//! The first offer and the names the model sees are fixed once per request (`offer`); tools a
+//! search finds are appended after it (`offering`), so every model call of a run starts with
+//! the tool list the first one sent and reads it from the prompt cache. `turns` runs the model
+//! turns; each turn's tool calls are routed, admitted and run, and its searches answered, in
+//! `calls`; `records` writes the trace; `result` is what a run returns.
 
 mod calls;
 mod config;
 mod offer;
+mod offering;
 mod records;
 mod request;
 pub(crate) mod result;
@@ -24,7 +26,7 @@ use toolforge_select::{Selection, ToolId};
 
 pub use config::{AgentConfig, SYSTEM_PROMPT};
 pub use request::{RunRequest, Visibility};
-pub use result::{RunEvent, RunResult, Step, parse_answer};
+pub use result::{RunEvent, RunResult, SearchStep, Step, parse_answer};
 
 use crate::backend::ToolBackend;
 use crate::session::SessionStore;
@@ -140,6 +142,8 @@ struct RunState {
     rejected_once: HashSet<String>,
     /// A fail-closed trace write failed: the run stops after this turn.
     trace_failed: bool,
+    /// The tools offered, growing as searches find more.
+    offering: offering::Offering,
     events: Option<mpsc::UnboundedSender<RunEvent>>,
 }
 

@@ -1,34 +1,54 @@
-//! What a request is offered, fixed once per request: the catalog it may see (visibility, then
-//! policy), the selection of the current catalog, the broker's offer for its message, and the
-//! presentation of the offered subset the model sees on every turn.
+//! What a request is offered first, fixed once per request: the catalog it may see (visibility,
+//! then policy), its presentation (the names the model sees for the whole run), the selection
+//! of the current catalog, the broker's first offer for its message (pins included), and the
+//! tools a search may still add (`offering` grows the offer as searches find them).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use toolforge_llm::ToolSpec;
 use toolforge_llm::embed::{Embedder, HashingEmbedder};
+use toolforge_select::pins::Pin;
 use toolforge_select::{
-    Catalog, Limits, OfferRequest, Presentation, Selection, ServerEntry, ToolId,
+    Catalog, LeftOutReason, Limits, OfferRequest, Presentation, Selection, Tool, ToolId,
 };
 
 use super::Agent;
 use super::request::RunRequest;
 
-/// A request's offer and everything its turns route with.
+/// A request's first offer and everything its turns route with.
 pub(super) struct Prepared {
-    /// The offered tools only, as catalog entries (calls are admitted against these).
-    pub subset: Catalog,
-    /// The offered tools as the model sees them.
+    /// Every tool the request may see (visibility, then policy's `list`): calls are admitted
+    /// against these, once offered.
+    pub visible: Catalog,
+    /// `visible` as the model sees it, for the whole run: a tool that joins the offer later has
+    /// the name it would have had in the first offer, and no offered tool is renamed.
     pub presentation: Presentation,
-    pub specs: Vec<ToolSpec>,
+    /// Each visible tool's exposed tool (its index in `presentation.tools()`).
+    pub exposed_of: HashMap<ToolId, usize>,
     pub selection: Arc<Selection>,
     /// The message's vector for `cosine-similarity`, when an embedder gave one.
     pub prompt_vector: Option<Vec<f32>>,
+    /// The first offer's tools.
     pub chosen_ids: HashSet<ToolId>,
+    /// The first offer, as exposed tools in presentation order.
+    pub first_offer: Vec<usize>,
+    /// The exposed tools a search may find (the policy lets the principal `search` their first
+    /// visible member, no exclude rule denies them), in presentation order.
+    pub searchable: Vec<usize>,
     /// Every tool the request could see, by exposed name.
     pub available_tools: Vec<String>,
     /// Why those tools (the offer's summary).
     pub rationale: String,
+}
+
+impl Prepared {
+    /// The tool a search ranks an exposed tool by: its first visible member.
+    pub fn representative(&self, exposed: usize) -> Option<&Tool> {
+        self.presentation.tools()[exposed]
+            .members
+            .iter()
+            .find_map(|m| self.visible.get(m))
+    }
 }
 
 impl Agent {
@@ -42,11 +62,11 @@ impl Agent {
         }
     }
 
-    /// Fixes what `request` is offered (logged when the offer leaves tools out).
+    /// Fixes what `request` is offered first (logged when the offer leaves tools out).
     pub(super) async fn prepare(&self, request: &RunRequest, session_id: &str) -> Prepared {
         let mut visible = self.visible_catalog(request);
+        let principal = &request.principal;
         if self.governance.has_policy() {
-            let principal = &request.principal;
             visible = visible.narrowed(
                 |_, tool| {
                     self.governance
@@ -55,12 +75,23 @@ impl Agent {
                 |_| true,
             );
         }
-        let full = Presentation::new(&visible, self.config.namespace);
-        let available_tools: Vec<String> = full.tools().iter().map(|t| t.name.clone()).collect();
+        let presentation = Presentation::new(&visible, self.config.namespace);
+        let available_tools: Vec<String> = presentation
+            .tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        let exposed_of: HashMap<ToolId, usize> = presentation
+            .tools()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| t.members.iter().map(move |m| (m.clone(), i)))
+            .collect();
         let selection = self.selection(self.backend.catalog()).await;
         let (query_vectors, prompt_vector) =
             self.request_vectors(&selection, &request.message).await;
         let visible_ids: HashSet<ToolId> = visible.tools().map(|t| t.id()).collect();
+        let pins = self.pins_for(principal);
         let span = crate::spans::offer();
         let offer = span.in_scope(|| {
             selection.offer(&OfferRequest {
@@ -68,6 +99,7 @@ impl Agent {
                 intent: None,
                 visible: Some(&visible_ids),
                 query_vectors: query_vectors.as_deref(),
+                pins: &pins,
             })
         });
         crate::spans::record_offer(&span, offer.tools.len(), offer.left_out.len());
@@ -82,42 +114,51 @@ impl Agent {
             );
         }
         let chosen_ids: HashSet<ToolId> = offer.ids().into_iter().collect();
-        let subset = Catalog {
-            servers: visible
-                .servers
-                .iter()
-                .map(|s| ServerEntry {
-                    tools: s
-                        .tools
-                        .iter()
-                        .filter(|t| chosen_ids.contains(&t.id()))
-                        .cloned()
-                        .collect(),
-                    ..s.clone()
-                })
-                .collect(),
-            overlaps: visible.overlaps.clone(),
-        };
-        let presentation = Presentation::new(&subset, self.config.namespace);
-        let specs: Vec<ToolSpec> = presentation
+        let first_offer: Vec<usize> = presentation
             .tools()
             .iter()
-            .map(|t| ToolSpec {
-                name: presentation.model_name(t).to_owned(),
-                description: t.description.clone(),
-                input_schema: t.input_schema.to_value(),
-            })
+            .enumerate()
+            .filter(|(_, t)| t.members.iter().any(|m| chosen_ids.contains(m)))
+            .map(|(i, _)| i)
             .collect();
-        Prepared {
-            subset,
+        // Deny still wins over discovery: a tool an exclude rule denies is never found.
+        let excluded: HashSet<&ToolId> = offer
+            .left_out
+            .iter()
+            .filter(|l| matches!(l.reason, LeftOutReason::ExcludedByRule { .. }))
+            .map(|l| &l.tool)
+            .collect();
+        let mut prepared = Prepared {
+            visible,
             presentation,
-            specs,
+            exposed_of,
             selection,
             prompt_vector,
             chosen_ids,
+            first_offer,
+            searchable: Vec::new(),
             available_tools,
             rationale,
-        }
+        };
+        prepared.searchable = (0..prepared.presentation.tools().len())
+            .filter(|&i| {
+                let exposed = &prepared.presentation.tools()[i];
+                !exposed.members.iter().any(|m| excluded.contains(m))
+                    && prepared.representative(i).is_some_and(|tool| {
+                        self.governance.permits_tool(
+                            principal,
+                            toolforge_policy::Action::Search,
+                            tool,
+                        )
+                    })
+            })
+            .collect();
+        prepared
+    }
+
+    /// The pins of an offer for `principal`: the operator's.
+    fn pins_for(&self, _principal: &toolforge_policy::Principal) -> Vec<Pin> {
+        self.config.pins.clone()
     }
 
     /// Why the request cannot run while servers are down, if it cannot: every server of the

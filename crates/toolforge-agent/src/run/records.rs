@@ -1,10 +1,18 @@
-//! The trace records a run writes: one per tool call, and one per model call that no tool call
-//! carries the cost of (see `crate::trace` for the schema and the writer).
+//! The trace records a run writes: one per tool call, one per search, and one per model call
+//! that no tool call or search carries the cost of (see `crate::trace` for the schema and the
+//! writer).
 
+use serde_json::Value;
 use toolforge_llm::ModelResponse;
 
+use super::result::{SearchStep, short};
 use super::{Agent, RunRequest, Step};
-use crate::trace::{RecordKind, SCHEMA_VERSION, TraceRecord, arguments_hash, timestamp_now};
+use crate::trace::{
+    RecordKind, SCHEMA_VERSION, SearchRecord, TraceRecord, arguments_hash, timestamp_now,
+};
+
+/// Longest search query a trace record keeps, in characters.
+const TRACED_QUERY_CHARS: usize = 256;
 
 impl Agent {
     /// Writes one trace record: queued, or (fail-closed) written before the run goes on.
@@ -54,6 +62,7 @@ impl Agent {
             policy: None,
             decision: None,
             prev_hash: None,
+            search: None,
         }
     }
 
@@ -100,6 +109,63 @@ impl Agent {
             policy: step.policy.clone(),
             decision: None,
             prev_hash: None,
+            search: None,
+        }
+    }
+}
+
+impl Agent {
+    /// The record of one search: what it looked for (secrets redacted, shortened), what it
+    /// found and what joined the offer (`found` and `added` as `server/tool`), and its share of
+    /// the model call's cost.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn search_record(
+        &self,
+        session_id: &str,
+        request: &RunRequest,
+        tool: &str,
+        input: &Value,
+        search: &SearchStep,
+        limit: usize,
+        (found, added): (Vec<String>, Vec<String>),
+    ) -> TraceRecord {
+        let mut query = short(&search.query, TRACED_QUERY_CHARS);
+        toolforge_guard::redact_string(&mut query);
+        TraceRecord {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            kind: RecordKind::ToolSearch,
+            timestamp: timestamp_now(),
+            session_id: session_id.to_owned(),
+            step: search.step,
+            server: None,
+            tool: tool.to_owned(),
+            arguments_hash: arguments_hash(input),
+            arguments: self.config.trace_verbose.then(|| input.clone()),
+            latency_ms: 0.0,
+            success: search.error.is_none(),
+            executed: false,
+            dry_run: request.dry_run,
+            tokens_in: search.tokens_in,
+            tokens_out: search.tokens_out,
+            cost_usd: trace_cost(search.cost_usd),
+            selection_rule: None,
+            alternatives: Vec::new(),
+            attempt: 1,
+            retries: 0,
+            retry_reason: None,
+            error: search.error.clone(),
+            corrective_retry: false,
+            principal: request.principal.to_string(),
+            policy: None,
+            decision: None,
+            prev_hash: None,
+            search: Some(SearchRecord {
+                by: search.by,
+                query,
+                limit,
+                found,
+                added,
+            }),
         }
     }
 }

@@ -7,6 +7,7 @@ use toolforge_llm::Usage;
 
 use crate::backend::ToolOutput;
 use crate::halt::HaltReason;
+use crate::trace::Searcher;
 
 /// One tool call of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -45,6 +46,25 @@ pub struct Step {
     pub policy: Option<String>,
 }
 
+/// One search for tools beyond the first offer.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct SearchStep {
+    /// The model turn that asked for it (1-based).
+    pub step: u32,
+    /// `agent` (the model called `search_tools`) or `provider` (the provider's own search).
+    pub by: Searcher,
+    pub query: String,
+    /// What matched, best first, by model-facing name.
+    pub found: Vec<String>,
+    /// Of those, what joined the offer (from the next model call on).
+    pub added: Vec<String>,
+    /// Why the search was refused (bad arguments), if it was.
+    pub error: Option<String>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost_usd: f64,
+}
+
 /// What a run returns (the `/chat` response body).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[schemars(rename = "ChatResponse")]
@@ -69,10 +89,14 @@ pub struct RunResult {
     pub ceiling_usd: f64,
     /// Every tool this request could see, by exposed name, in catalog order.
     pub available_tools: Vec<String>,
-    /// The tools sent to the model (the broker's choice), by model-facing name.
+    /// The tools the first model call was sent (the broker's choice, pins, and the search tool
+    /// when it left tools out), by model-facing name.
     pub offered_tools: Vec<String>,
     /// Why those tools.
     pub broker_rationale: String,
+    /// Searches for tools beyond the first offer, in order (left out when there were none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<SearchStep>,
 }
 
 /// Progress of a run, for streaming.

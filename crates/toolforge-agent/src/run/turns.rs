@@ -10,6 +10,7 @@ use toolforge_llm::{InputBound, Message, ModelRequest, Role, StopReason, Usage};
 use tracing::Instrument as _;
 
 use super::offer::Prepared;
+use super::offering::Offering;
 use super::request::RunRequest;
 use super::result::{RunEvent, RunResult, halt_on_trace, parse_answer, partial_output};
 use super::{Agent, RunState};
@@ -58,6 +59,7 @@ impl Agent {
                 "no price configured for this model: charging the dearest known price"
             );
         }
+        let offering = Offering::new(&prepared, &self.config.discovery);
         let mut state = RunState {
             history: Vec::new(),
             rejected_once: HashSet::new(),
@@ -80,10 +82,12 @@ impl Agent {
                 model: self.model.model().to_owned(),
                 ceiling_usd: self.config.ceiling_usd,
                 available_tools: prepared.available_tools.clone(),
-                offered_tools: prepared.specs.iter().map(|s| s.name.clone()).collect(),
+                offered_tools: offering.names(),
                 broker_rationale: prepared.rationale.clone(),
+                searches: Vec::new(),
             },
             session_id,
+            offering,
         };
         state.send(RunEvent::SessionStart {
             session_id: state.session_id.clone(),
@@ -156,10 +160,11 @@ impl Agent {
             }
             let mut model_request = ModelRequest {
                 system: self.config.system_prompt.clone(),
-                tools: prepared.specs.clone(),
+                tools: state.offering.specs().to_vec(),
                 messages: messages.clone(),
                 max_tokens: self.config.max_tokens,
                 cache: self.config.cache,
+                stable_tools: state.offering.stable(),
             };
             let bound = self.input_bound(guard, &model_request).await;
             let clamped = match guard.allow(bound.tokens, self.config.max_tokens) {

@@ -117,6 +117,7 @@ fn record(session: &str) -> TraceRecord {
         policy: None,
         decision: None,
         prev_hash: None,
+        search: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of the agent: the run loop against fake backends and scripted models, and
 //! session recency in a real Redis server (installed by `scripts/setup`).
 
+mod discovery;
 mod redis_limits;
 mod redis_sessions;
 mod run_loop;

@@ -274,7 +274,7 @@ async fn parallel_calls_are_routed_executed_and_traced() {
     assert_eq!(t.len(), 4, "three tool calls, then the answer's model call");
     assert!(
         t.iter()
-            .all(|x| x.schema_version == "1" && x.session_id == r.session_id)
+            .all(|x| x.schema_version == "2" && x.session_id == r.session_id)
     );
     assert!(t[..3].iter().all(|x| x.kind == RecordKind::ToolCall));
     assert_eq!(t[3].kind, RecordKind::ModelCall);

@@ -168,6 +168,7 @@ mod tests {
             policy: None,
             decision: None,
             prev_hash: None,
+            search: None,
         }
     }
 

@@ -101,5 +101,6 @@ pub(super) fn record(
         policy: trail.policy,
         decision,
         prev_hash: None,
+        search: None,
     }
 }

@@ -289,6 +289,7 @@ mod tests {
             available_tools: vec![],
             offered_tools: vec![],
             broker_rationale: String::new(),
+            searches: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime, UtcOffset};
-use toolforge_agent::trace::SCHEMA_VERSION;
+use toolforge_agent::trace::{READ_SCHEMA_VERSIONS, SCHEMA_VERSION, reads_schema};
 use toolforge_agent::{RecordKind, TraceRecord};
 
 /// Where the agent writes traces when neither `--trace` nor `TRACE_SINK` says otherwise.
@@ -70,8 +70,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if report.unknown_schema_lines > 0 {
         eprintln!(
             "warning: skipped {} record(s) with an unknown schema_version (this build reads \
-             \"{SCHEMA_VERSION}\"; a newer toolforge may have written them)",
-            report.unknown_schema_lines
+             \"{}\"; a newer toolforge may have written them)",
+            report.unknown_schema_lines,
+            READ_SCHEMA_VERSIONS.join("\", \"")
         );
     }
     if args.json {
@@ -185,7 +186,7 @@ fn parse_line(bytes: &[u8]) -> Line {
         return Line::Blank;
     }
     match serde_json::from_slice::<TraceRecord>(bytes) {
-        Ok(r) if r.schema_version != SCHEMA_VERSION => Line::UnknownSchema,
+        Ok(r) if !reads_schema(&r.schema_version) => Line::UnknownSchema,
         Ok(r) => match utc_date(&r.timestamp) {
             Some(date) => Line::Record(r, date),
             None => Line::Malformed,
@@ -197,7 +198,7 @@ fn parse_line(bytes: &[u8]) -> Line {
                 schema_version: String,
             }
             match serde_json::from_slice::<Versioned>(bytes) {
-                Ok(v) if v.schema_version != SCHEMA_VERSION => Line::UnknownSchema,
+                Ok(v) if !reads_schema(&v.schema_version) => Line::UnknownSchema,
                 _ => Line::Malformed,
             }
         }
@@ -453,6 +454,7 @@ mod tests {
             policy: None,
             decision: None,
             prev_hash: None,
+            search: None,
         }
     }
 
@@ -605,7 +607,7 @@ mod tests {
     #[test]
     fn unknown_schema_versions_are_counted_separately() {
         let mut newer = record("2026-05-14T09:00:00.000Z", "a");
-        newer.schema_version = "2".to_owned();
+        newer.schema_version = "9".to_owned();
         let reshaped = r#"{"schema_version":"3","when":"2026-05-14T09:00:00Z"}"#;
         let broken_v1 = r#"{"schema_version":"1","when":"2026-05-14T09:00:00Z"}"#;
         let lines = [

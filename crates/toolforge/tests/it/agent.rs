@@ -121,7 +121,7 @@ async fn chat_cli_carries_the_reference_task_and_traces_it() {
     assert_eq!(t[1]["session_id"], r["session_id"]);
     assert_eq!(t[1]["executed"], true);
     assert_eq!(t[1]["server"], "toolkit");
-    assert_eq!(t[1]["schema_version"], "1");
+    assert_eq!(t[1]["schema_version"], "2");
     assert!(
         t[1].get("arguments").is_none(),
         "arguments need TRACE_VERBOSE"
