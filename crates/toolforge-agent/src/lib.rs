@@ -10,6 +10,7 @@ pub mod cost;
 pub mod discovery;
 pub mod governance;
 pub mod halt;
+pub mod learned_pins;
 pub mod metrics;
 pub mod run;
 pub mod session;

@@ -30,7 +30,7 @@ pub struct PoolConfig {
 
 /// Keys of the top-level `"toolforge"` object.
 pub const TOOLFORGE_KEYS: &[&str] = &[
-    "broker", "guards", "limits", "overlaps", "pinning", "prices",
+    "broker", "guards", "limits", "overlaps", "pinning", "pins", "prices",
 ];
 
 /// One server.
@@ -476,6 +476,11 @@ pub fn parse(text: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<PoolCo
             }
             toolforge_guard::GuardSettings::from_value(tf.get("guards"))
                 .map_err(ConfigError::Toolforge)?;
+            if let Some(pins) = tf.get("pins") {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                toolforge_select::pins::from_config(pins, &names)
+                    .map_err(ConfigError::Toolforge)?;
+            }
             tf.get("overlaps").map_or(Ok(Vec::new()), parse_overlaps)?
         }
         Some(_) => return Err(ConfigError::Toolforge("must be an object".into())),
@@ -608,6 +613,14 @@ mod tests {
             (
                 json!({"mcpServers": {}, "toolforge": {"overlaps": {"g": ["nope"]}}}),
                 "not \"server/tool\"",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x"}}, "toolforge": {"pins": ["b/*"]}}),
+                "\"toolforge\": \"pins\": pin \"b/*\" names no server",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x"}}, "toolforge": {"pins": ["a/x*"]}}),
+                "only \"*\" alone",
             ),
         ];
         for (cfg, want) in cases {

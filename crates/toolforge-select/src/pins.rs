@@ -160,6 +160,35 @@ pub fn parse_pins<'a>(texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Pi
     Ok(pins)
 }
 
+/// The operator's pins from the servers configuration's `"toolforge": {"pins": [...]}`: a list
+/// of `"server/tool"` or `"server/*"` strings, each naming a configured server (`servers`).
+///
+/// # Errors
+/// A message naming the entry and what is wrong with it.
+pub fn from_config(value: &serde_json::Value, servers: &[&str]) -> Result<Vec<Pin>, String> {
+    let Some(list) = value.as_array() else {
+        return Err("\"pins\" must be a list of \"server/tool\" or \"server/*\" strings".into());
+    };
+    let mut texts = Vec::with_capacity(list.len());
+    for entry in list {
+        let Some(text) = entry.as_str() else {
+            return Err(format!(
+                "\"pins\": {entry} is not a string (\"server/tool\" or \"server/*\")"
+            ));
+        };
+        texts.push(text);
+    }
+    let pins = parse_pins(texts).map_err(|e| format!("\"pins\": {e}"))?;
+    if let Some(pin) = pins.iter().find(|p| !servers.contains(&p.pattern.server())) {
+        return Err(format!(
+            "\"pins\": pin \"{}\" names no server of \"mcpServers\" (servers: {})",
+            pin.pattern,
+            servers.join(", ")
+        ));
+    }
+    Ok(pins)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +221,21 @@ mod tests {
             e,
             "pin \"github\": it names no server; a pin is \"server/tool\" or \"server/*\""
         );
+    }
+
+    #[test]
+    fn config_lists_are_checked_against_the_servers() {
+        let servers = ["github", "fs"];
+        let pins = from_config(&serde_json::json!(["github/*", "fs/read_file"]), &servers).unwrap();
+        assert_eq!(pins.len(), 2);
+        let err = |v: serde_json::Value| from_config(&v, &servers).unwrap_err();
+        assert_eq!(
+            err(serde_json::json!(["gitlab/*"])),
+            "\"pins\": pin \"gitlab/*\" names no server of \"mcpServers\" (servers: github, fs)"
+        );
+        assert!(err(serde_json::json!("github/*")).contains("must be a list"));
+        assert!(err(serde_json::json!([3])).contains("3 is not a string"));
+        assert!(err(serde_json::json!(["github"])).contains("names no server; a pin is"));
     }
 
     #[test]

@@ -101,8 +101,51 @@ pub fn prices(settings: &serde_json::Map<String, serde_json::Value>) -> anyhow::
     Ok(PriceTable::default().with_overrides(overrides))
 }
 
+/// The operator's pins from the config's `"toolforge": {"pins": ["server/tool", "server/*"]}`
+/// (checked against the configured servers when the configuration was read).
+pub fn pins(
+    settings: &serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<Vec<toolforge_select::pins::Pin>> {
+    let Some(value) = settings.get("pins") else {
+        return Ok(Vec::new());
+    };
+    let named: Vec<&str> = value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .filter_map(|p| p.split_once('/').map(|(server, _)| server))
+        .collect();
+    toolforge_select::pins::from_config(value, &named)
+        .map_err(|e| anyhow::anyhow!("\"toolforge\": {e}"))
+}
+
+/// How the model reaches tools beyond the first offer: `AGENT_TOOL_SEARCH` (on unless `0`,
+/// `false`, `no` or `off`), `AGENT_SEARCH_LIMIT` (results of a search that names none),
+/// `AGENT_MAX_FOUND_TOOLS` (most tools searches add to one run).
+fn discovery() -> anyhow::Result<toolforge_agent::discovery::Discovery> {
+    use toolforge_agent::discovery::{Discovery, MAX_SEARCH_LIMIT};
+    let defaults = Discovery::default();
+    let search = match env("AGENT_TOOL_SEARCH") {
+        None => defaults.search,
+        Some(_) => flag("AGENT_TOOL_SEARCH")?,
+    };
+    let search_limit = number::<usize>("AGENT_SEARCH_LIMIT")?.unwrap_or(defaults.search_limit);
+    if !(1..=MAX_SEARCH_LIMIT).contains(&search_limit) {
+        bail!("AGENT_SEARCH_LIMIT must be from 1 to {MAX_SEARCH_LIMIT}");
+    }
+    let max_found = number::<usize>("AGENT_MAX_FOUND_TOOLS")?.unwrap_or(defaults.max_found);
+    Ok(Discovery {
+        search,
+        search_limit,
+        max_found,
+    })
+}
+
 /// Agent settings from the environment: `COST_CEILING_USD`, `MAX_AGENT_STEPS`,
-/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS`, `TRACE_VERBOSE`, `TRACE_FAIL_CLOSED`.
+/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS` (default: 8 with search, 32 without), the discovery
+/// settings above, `AGENT_LEARNED_PINS`, `TRACE_VERBOSE`, `TRACE_FAIL_CLOSED`; and pins and
+/// prices from the servers configuration.
 pub fn agent_config(
     settings: &serde_json::Map<String, serde_json::Value>,
     namespace: toolforge_select::Namespace,
@@ -117,15 +160,29 @@ pub fn agent_config(
         bail!("MAX_AGENT_STEPS must be at least 1");
     }
     let max_tokens = number::<u32>("AGENT_MAX_TOKENS")?.unwrap_or(defaults.max_tokens);
-    let max_tools = number::<usize>("AGENT_MAX_TOOLS")?.unwrap_or(defaults.max_tools);
-    if max_tokens == 0 || max_tools == 0 {
-        bail!("AGENT_MAX_TOKENS and AGENT_MAX_TOOLS must be at least 1");
+    if max_tokens == 0 {
+        bail!("AGENT_MAX_TOKENS must be at least 1");
     }
+    let discovery = discovery()?;
+    let max_tools = match number::<usize>("AGENT_MAX_TOOLS")? {
+        Some(n) => n,
+        None if discovery.search => toolforge_agent::discovery::DEFAULT_FIRST_OFFER,
+        None => toolforge_select::selection::DEFAULT_MAX_TOOLS,
+    };
+    if max_tools == 0 && !discovery.search {
+        bail!(
+            "AGENT_MAX_TOOLS must be at least 1 when AGENT_TOOL_SEARCH is off (0 offers only pins and search)"
+        );
+    }
+    let learned_pins = number::<usize>("AGENT_LEARNED_PINS")?.unwrap_or(defaults.learned_pins);
     Ok(AgentConfig {
         ceiling_usd,
         max_steps,
         max_tokens,
         max_tools,
+        discovery,
+        pins: pins(settings)?,
+        learned_pins,
         namespace,
         trace_verbose: flag("TRACE_VERBOSE")?,
         trace_fail_closed: flag("TRACE_FAIL_CLOSED")?,
@@ -236,7 +293,51 @@ pub async fn build(
         "agent ready"
     );
     let metrics = metrics()?;
+    let learned = learned_pins(&config, &traces).await;
     Ok(Agent::new(backend, model, sessions, traces, config)
         .with_embedder(embedder)
-        .with_metrics(metrics))
+        .with_metrics(metrics)
+        .with_learned_pins(learned))
+}
+
+/// How much of the trace file's end learned pins are seeded from.
+const LEARNED_PINS_TRACE_TAIL: u64 = 8 * 1024 * 1024;
+
+/// Learned pins, seeded from the last records of the trace file when they are on. A trace
+/// that cannot be read leaves them to learn from this process's runs, with a warning.
+async fn learned_pins(
+    config: &AgentConfig,
+    traces: &TraceSink,
+) -> Arc<toolforge_agent::learned_pins::LearnedPins> {
+    let learned = Arc::new(toolforge_agent::learned_pins::LearnedPins::default());
+    let Some(path) = traces.path().map(std::path::Path::to_path_buf) else {
+        return learned;
+    };
+    if config.learned_pins == 0 {
+        return learned;
+    }
+    let seeded = learned.clone();
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<usize> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut file = std::fs::File::open(&path)?;
+        let len = file.metadata()?.len();
+        let start = len.saturating_sub(LEARNED_PINS_TRACE_TAIL);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::new();
+        file.take(LEARNED_PINS_TRACE_TAIL).read_to_end(&mut bytes)?;
+        let text = String::from_utf8_lossy(&bytes);
+        // From the middle of the file, the first line may be cut: skip it.
+        let lines = text.lines().skip(usize::from(start > 0));
+        Ok(seeded.seed(lines))
+    })
+    .await;
+    match read {
+        Ok(Ok(n)) => tracing::info!(calls = n, "learned pins seeded from the trace"),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot read the trace for learned pins: they start empty")
+        }
+        Err(e) => tracing::warn!(error = %e, "seeding learned pins failed"),
+    }
+    learned
 }

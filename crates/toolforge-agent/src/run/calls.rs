@@ -186,6 +186,13 @@ impl Agent {
             let (content, is_error) = self
                 .settle(prepared, state, &mut record, plan, admission, outcome)
                 .await;
+            if record.executed
+                && record.success
+                && let (Some(server), Some(tool)) = (&record.server, &record.server_tool)
+            {
+                self.learned
+                    .record(request.principal.as_str(), ToolId::new(server, tool));
+            }
             record.result_summary = short(&content, 200);
             if record.raw_result.is_null() {
                 record.raw_result = json!({"text": content});

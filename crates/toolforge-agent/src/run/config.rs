@@ -27,6 +27,9 @@ pub struct AgentConfig {
     pub discovery: Discovery,
     /// The operator's pins (`"toolforge": {"pins": [...]}`): offered whatever their rank.
     pub pins: Vec<Pin>,
+    /// `AGENT_LEARNED_PINS`: most tools a principal called in its recent runs that its first
+    /// offer also pins (0: off).
+    pub learned_pins: usize,
     /// The broker's rules (seed 004), applied with the intent of each request's message.
     pub rules: Rules,
     pub namespace: Namespace,
@@ -49,6 +52,7 @@ impl Default for AgentConfig {
             max_tools: DEFAULT_FIRST_OFFER,
             discovery: Discovery::default(),
             pins: Vec::new(),
+            learned_pins: 0,
             rules: Rules::default(),
             namespace: Namespace::Auto,
             cache: true,

@@ -47,6 +47,8 @@ pub struct Agent {
     metrics: Option<crate::metrics::Metrics>,
     /// The policy and limits every offer and call passes.
     governance: Arc<crate::governance::Governance>,
+    /// What principals called in their recent runs (learned pins).
+    learned: Arc<crate::learned_pins::LearnedPins>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -77,7 +79,21 @@ impl Agent {
             selection: tokio::sync::Mutex::new(None),
             metrics: None,
             governance: Arc::default(),
+            learned: Arc::default(),
         }
+    }
+
+    /// Learns pins into (and offers them from) `learned`, e.g. one seeded from the trace.
+    #[must_use]
+    pub fn with_learned_pins(mut self, learned: Arc<crate::learned_pins::LearnedPins>) -> Self {
+        self.learned = learned;
+        self
+    }
+
+    /// What principals called in their recent runs.
+    #[must_use]
+    pub fn learned_pins(&self) -> &Arc<crate::learned_pins::LearnedPins> {
+        &self.learned
     }
 
     /// Offers and calls pass `governance` (policy, then limits).

@@ -156,9 +156,22 @@ impl Agent {
         prepared
     }
 
-    /// The pins of an offer for `principal`: the operator's.
-    fn pins_for(&self, _principal: &toolforge_policy::Principal) -> Vec<Pin> {
-        self.config.pins.clone()
+    /// The pins of an offer for `principal`: the operator's, then its learned ones (those
+    /// the operator's do not already name).
+    fn pins_for(&self, principal: &toolforge_policy::Principal) -> Vec<Pin> {
+        let mut pins = self.config.pins.clone();
+        for pin in self
+            .learned
+            .pins(principal.as_str(), self.config.learned_pins)
+        {
+            let toolforge_select::pins::PinPattern::Tool(id) = &pin.pattern else {
+                continue;
+            };
+            if !pins.iter().any(|p| p.pattern.matches(id)) {
+                pins.push(pin);
+            }
+        }
+        pins
     }
 
     /// Why the request cannot run while servers are down, if it cannot: every server of the

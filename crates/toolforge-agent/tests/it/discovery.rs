@@ -511,3 +511,50 @@ async fn the_offline_mock_searches_for_what_it_was_not_offered() {
     );
     assert!(t.iter().any(|x| x.kind == RecordKind::ToolSearch));
 }
+
+#[tokio::test]
+async fn what_a_principal_called_is_pinned_in_its_next_first_offer() {
+    let model = Scripted::new(vec![
+        vec![call(
+            "s",
+            "search_tools",
+            json!({"query": "list commits", "limit": 1}),
+        )],
+        vec![call(
+            "c",
+            "list_commits",
+            json!({"owner": "o", "repo": "r"}),
+        )],
+    ]);
+    let agent = Agent::new(
+        Arc::new(Backend::default()),
+        model,
+        Arc::new(MemorySessions::default()),
+        TraceSink::disabled(),
+        AgentConfig {
+            learned_pins: 2,
+            ..config()
+        },
+    );
+    let as_ = |who: &str| RunRequest {
+        principal: toolforge_policy::Principal::new(who),
+        ..request("history of o/r")
+    };
+    let first = agent.run(as_("alice"), None).await;
+    assert!(!first.offered_tools.contains(&"list_commits".to_owned()));
+    let again = agent.run(as_("alice"), None).await;
+    assert_eq!(
+        again.offered_tools,
+        ["read_file", "list_commits", "search_tools"]
+    );
+    assert!(
+        again
+            .broker_rationale
+            .contains("github/list_commits (learned pin: called 1 time in recent runs)"),
+        "{}",
+        again.broker_rationale
+    );
+    let other = agent.run(as_("bob"), None).await;
+    assert!(!other.offered_tools.contains(&"list_commits".to_owned()));
+    assert_eq!(agent.learned_pins().pins("alice", 5).len(), 1);
+}

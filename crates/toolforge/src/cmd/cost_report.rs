@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::{Date, OffsetDateTime, UtcOffset};
-use toolforge_agent::trace::{READ_SCHEMA_VERSIONS, SCHEMA_VERSION, reads_schema};
+use toolforge_agent::trace::{READ_SCHEMA_VERSIONS, reads_schema};
 use toolforge_agent::{RecordKind, TraceRecord};
 
 /// Where the agent writes traces when neither `--trace` nor `TRACE_SINK` says otherwise.
@@ -427,7 +427,7 @@ mod tests {
 
     fn record(timestamp: &str, session: &str) -> TraceRecord {
         TraceRecord {
-            schema_version: SCHEMA_VERSION.to_owned(),
+            schema_version: toolforge_agent::trace::SCHEMA_VERSION.to_owned(),
             kind: RecordKind::ToolCall,
             timestamp: timestamp.to_owned(),
             session_id: session.to_owned(),
