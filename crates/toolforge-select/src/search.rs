@@ -14,7 +14,7 @@
 use serde_json::Value;
 
 use crate::catalog::Tool;
-use crate::rank::{Bm25Index, terms};
+use crate::rank::{Bm25Index, terms, tokenize};
 
 /// One search hit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,11 +33,22 @@ pub struct ToolSearch {
     index: Bm25Index,
     /// Each candidate's name as a sorted set of index terms, and the same with its server's.
     names: Vec<(Vec<String>, Vec<String>)>,
+    /// Each candidate's name as a sorted set of all its words, stop words included: a name
+    /// such as `Now` or `AboutMe` is nothing but stop words to the index.
+    words: Vec<Vec<String>>,
 }
 
 /// The sorted, deduplicated index terms of `text`.
 fn term_set(text: &str) -> Vec<String> {
     let mut set = terms(text);
+    set.sort_unstable();
+    set.dedup();
+    set
+}
+
+/// The sorted, deduplicated words of `text`, stop words included, lower-cased.
+fn word_set(text: &str) -> Vec<String> {
+    let mut set = tokenize(text);
     set.sort_unstable();
     set.dedup();
     set
@@ -59,6 +70,7 @@ impl ToolSearch {
         Self {
             index: Bm25Index::from_tools(tools),
             names,
+            words: tools.iter().map(|t| word_set(&t.name)).collect(),
         }
     }
 
@@ -78,7 +90,8 @@ impl ToolSearch {
     #[must_use]
     pub fn search(&self, query: &str, limit: usize, keep: impl Fn(usize) -> bool) -> Vec<Hit> {
         let wanted = term_set(query);
-        if wanted.is_empty() || limit == 0 {
+        let said = word_set(query);
+        if said.is_empty() || limit == 0 {
             return Vec::new();
         }
         let scores = self.index.scores(query);
@@ -88,7 +101,9 @@ impl ToolSearch {
             .filter(|&(i, _)| keep(i))
             .filter_map(|(i, &score)| {
                 let (name, qualified) = &self.names[i];
-                let by_name = (!name.is_empty() && *name == wanted) || *qualified == wanted;
+                let by_name = (!name.is_empty() && *name == wanted)
+                    || (!wanted.is_empty() && *qualified == wanted)
+                    || self.words[i] == said;
                 (by_name || score > 0.0).then_some(Hit {
                     index: i,
                     score,
@@ -216,6 +231,20 @@ mod tests {
     }
 
     #[test]
+    fn a_name_of_stop_words_is_found_by_its_words() {
+        // "now" and "about me" are stop words only: the index has no term for them.
+        let tools = [
+            tool("m", "Now", "Tells the current time."),
+            tool("m", "AboutMe", "Builds a profile page."),
+            tool("m", "clock", "Time now and later."),
+        ];
+        let refs: Vec<&Tool> = tools.iter().collect();
+        let search = ToolSearch::new(&refs);
+        assert_eq!(names(&tools, &search.search("now", 3, |_| true)), ["Now"]);
+        assert_eq!(names(&tools, &search.search("about me", 3, |_| true)), ["AboutMe"]);
+    }
+
+    #[test]
     fn only_kept_candidates_with_a_shared_term_are_returned_up_to_the_limit() {
         let tools = [
             tool("a", "read_file", "Read a file."),
@@ -229,6 +258,7 @@ mod tests {
         assert_eq!(search.search("read file", 1, |_| true).len(), 1);
         assert!(search.search("zzz", 10, |_| true).is_empty());
         assert!(search.search("the of", 10, |_| true).is_empty());
+        assert!(search.search(" ", 10, |_| true).is_empty());
         assert!(search.search("read", 0, |_| true).is_empty());
     }
 
