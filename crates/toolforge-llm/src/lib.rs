@@ -16,7 +16,7 @@ mod provider_http;
 pub use mock::{MOCK_MODEL, MockModel};
 pub use model::{
     BoundSource, Content, InputBound, Message, Model, ModelError, ModelRequest, ModelResponse,
-    Role, StopReason, ToolSpec, Usage, counted_bound, estimate_input_tokens,
-    input_token_upper_bound,
+    ProviderToolSearch, Role, StopReason, ToolSpec, Usage, counted_bound, deferred_load_bound,
+    estimate_input_tokens, input_token_upper_bound,
 };
 pub use pricing::{Price, PriceTable};

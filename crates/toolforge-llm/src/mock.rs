@@ -141,7 +141,9 @@ fn observations(request: &ModelRequest) -> Vec<Observation<'_>> {
                         });
                     }
                 }
-                Content::Text { .. } => {}
+                Content::Text { .. }
+                | Content::ProviderSearch { .. }
+                | Content::ProviderSearchResult { .. } => {}
             }
         }
     }
@@ -189,6 +191,8 @@ fn finish(
             Content::Text { text } => text.len(),
             Content::ToolUse { name, input, .. } => name.len() + input.to_string().len() + 16,
             Content::ToolResult { content, .. } => content.len(),
+            // The mock runs no search of its own.
+            Content::ProviderSearch { .. } | Content::ProviderSearchResult { .. } => 0,
         })
         .sum();
     let wanted = (out_bytes as u64).div_ceil(4).max(1);
@@ -805,6 +809,7 @@ mod tests {
             max_tokens: 1024,
             cache: true,
             stable_tools: 0,
+            deferred_tools: Vec::new(),
         }
     }
 

@@ -45,6 +45,30 @@ pub enum Content {
         #[serde(default)]
         is_error: bool,
     },
+    /// A search the provider ran itself over the request's deferred tools (Anthropic's
+    /// `server_tool_use` of its tool search tool), kept in the conversation as it came.
+    ProviderSearch {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// What that search loaded (Anthropic's `tool_search_tool_result`): the deferred tools it
+    /// found, by name, or its error code.
+    ProviderSearchResult {
+        tool_use_id: String,
+        tool_names: Vec<String>,
+        #[serde(default)]
+        error: Option<String>,
+    },
+}
+
+/// A provider's own search over deferred tool definitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderToolSearch {
+    /// The model searches with natural-language queries, ranked by BM25.
+    Bm25,
+    /// The model searches with regular expressions.
+    Regex,
 }
 
 impl Content {
@@ -89,6 +113,9 @@ pub struct ModelRequest {
     /// that places breakpoints keeps one after them too, so the prefix the first call cached
     /// is still read once tools have joined. 0 (or all the tools): nothing joined.
     pub stable_tools: usize,
+    /// Tools for the provider's own tool search to find ([`Model::tool_search`]): sent deferred
+    /// (not in the prompt, billed only once a search loads them). Empty for other providers.
+    pub deferred_tools: Vec<ToolSpec>,
 }
 
 /// Token usage of one response, as the provider billed it.
@@ -128,6 +155,9 @@ pub enum StopReason {
     EndTurn,
     ToolUse,
     MaxTokens,
+    /// The provider paused a long turn of its own tools (Anthropic's `pause_turn`): send the
+    /// answer back as it is to let it go on.
+    PauseTurn,
     Other,
 }
 
@@ -231,6 +261,13 @@ pub trait Model: Send + Sync {
     fn input_bound<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, InputBound> {
         Box::pin(std::future::ready(InputBound::upper(request)))
     }
+
+    /// The provider's own tool search, when it runs one (opt-in per provider): the agent then
+    /// sends the tools its first offer leaves out as [`ModelRequest::deferred_tools`] instead
+    /// of offering its own search tool.
+    fn tool_search(&self) -> Option<ProviderToolSearch> {
+        None
+    }
 }
 
 /// Input tokens the provider adds to every request beyond the text sent (role markers, the
@@ -254,6 +291,36 @@ pub fn input_token_upper_bound(request: &ModelRequest) -> u64 {
         + REQUEST_OVERHEAD_TOKENS
         + MESSAGE_OVERHEAD_TOKENS * request.messages.len() as u64
         + TOOL_OVERHEAD_TOKENS * request.tools.len() as u64
+        + deferred_load_bound(request)
+}
+
+/// The most input deferred tools can add to one call: a provider bills a deferred definition
+/// wherever a search loaded it (each reference in the conversation), and a search in this
+/// very call may load any of them (no provider documents how many one call may load), so every
+/// deferred definition counts once more, with its framing. 0 without deferred tools.
+#[must_use]
+pub fn deferred_load_bound(request: &ModelRequest) -> u64 {
+    if request.deferred_tools.is_empty() {
+        return 0;
+    }
+    let size = |t: &ToolSpec| {
+        (t.name.len() + t.description.len() + t.input_schema.to_string().len()) as u64
+            + TOOL_OVERHEAD_TOKENS
+    };
+    let now: u64 = request.deferred_tools.iter().map(size).sum();
+    let loaded: u64 = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|c| match c {
+            Content::ProviderSearchResult { tool_names, .. } => Some(tool_names),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|name| request.deferred_tools.iter().find(|t| &t.name == name))
+        .map(size)
+        .sum();
+    now + loaded
 }
 
 /// Bytes of the text a request sends: system prompt, tool definitions (schemas as JSON) and
@@ -275,6 +342,18 @@ fn input_bytes(request: &ModelRequest) -> usize {
                     content,
                     ..
                 } => tool_use_id.len() + content.len(),
+                Content::ProviderSearch { id, name, input } => {
+                    id.len() + name.len() + input.to_string().len()
+                }
+                Content::ProviderSearchResult {
+                    tool_use_id,
+                    tool_names,
+                    error,
+                } => {
+                    tool_use_id.len()
+                        + tool_names.iter().map(|n| n.len() + 32).sum::<usize>()
+                        + error.as_ref().map_or(0, String::len)
+                }
             };
         }
     }
@@ -305,7 +384,11 @@ pub struct InputBound {
 #[must_use]
 pub fn counted_bound(request: &ModelRequest, counted: u64) -> InputBound {
     let upper = input_token_upper_bound(request);
-    let padded = counted.saturating_add(counted / 50).saturating_add(16);
+    // A count is of the request as sent; what a search may load during the call comes on top.
+    let padded = counted
+        .saturating_add(counted / 50)
+        .saturating_add(16)
+        .saturating_add(deferred_load_bound(request));
     if counted > upper {
         return InputBound {
             tokens: padded,

@@ -106,6 +106,13 @@ pub fn count(model: &str, request: &ModelRequest) -> Option<u64> {
                     content,
                     ..
                 } => tokens(tool_use_id) + tokens(content) + MESSAGE_FRAMING,
+                // Anthropic's; never sent to OpenAI, counted all the same.
+                Content::ProviderSearch { id, name, input } => {
+                    tokens(id) + tokens(name) + tokens(&input.to_string())
+                }
+                Content::ProviderSearchResult { tool_names, .. } => {
+                    tool_names.iter().map(|n| tokens(n)).sum::<u64>()
+                }
             };
         }
     }
@@ -175,6 +182,7 @@ mod tests {
             max_tokens: 1024,
             cache: false,
             stable_tools: 0,
+            deferred_tools: Vec::new(),
         }
     }
 

@@ -36,6 +36,7 @@ pub fn model_from_env() -> anyhow::Result<Arc<dyn Model>> {
                     .or_else(|| env("ANTHROPIC_MODEL"))
                     .unwrap_or(defaults.model.clone()),
                 stream,
+                tool_search: anthropic_tool_search()?,
                 ..defaults
             };
             Arc::new(anthropic::AnthropicModel::new(config).context("LLM_PROVIDER=anthropic")?)
@@ -59,6 +60,20 @@ pub fn model_from_env() -> anyhow::Result<Arc<dyn Model>> {
         ),
     };
     Ok(model)
+}
+
+/// `ANTHROPIC_TOOL_SEARCH`: `bm25` or `regex` turns on Anthropic's tool search tool (the tools
+/// the first offer leaves out go deferred; the model searches them server-side); unset or
+/// `off`, the agent's own `search_tools`.
+fn anthropic_tool_search() -> anyhow::Result<Option<toolforge_llm::ProviderToolSearch>> {
+    use toolforge_llm::ProviderToolSearch;
+    match env("ANTHROPIC_TOOL_SEARCH").map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        Some(v) if ["", "off", "0", "false", "no"].contains(&v.as_str()) => Ok(None),
+        Some(v) if v == "bm25" => Ok(Some(ProviderToolSearch::Bm25)),
+        Some(v) if v == "regex" => Ok(Some(ProviderToolSearch::Regex)),
+        Some(v) => bail!("ANTHROPIC_TOOL_SEARCH is \"{v}\"; use bm25, regex or off"),
+    }
 }
 
 /// A boolean variable: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`; unset is false.

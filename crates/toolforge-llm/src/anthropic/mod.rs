@@ -42,11 +42,11 @@ mod wire;
 
 use stream::{Assembler, Flow, StreamEvent, StreamFailure};
 use wire::{
-    ApiErrorEnvelope, PROVIDER, WireMessage, WireSystem, WireTool, bad_response, parse_response,
-    wire_request,
+    ApiErrorEnvelope, PROVIDER, WireMessage, WireSystem, WireToolEntry, bad_response,
+    parse_response, wire_request_with,
 };
 
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, ProviderToolSearch};
 use crate::provider_http::{Failure, error_chain, quote, transport_kind, with_retries};
 
 /// Anthropic's public endpoint (`/v1/messages` is appended).
@@ -78,6 +78,10 @@ pub struct AnthropicConfig {
     /// Connect timeout and longest silence while reading; for plain (non-streamed) calls also
     /// the bound on the whole call.
     pub timeout: Duration,
+    /// Anthropic's tool search tool (`ANTHROPIC_TOOL_SEARCH=bm25|regex`; off by default): the
+    /// tools the agent's first offer leaves out are sent with `defer_loading` and the model
+    /// searches them server-side, instead of through the agent's `search_tools`.
+    pub tool_search: Option<ProviderToolSearch>,
 }
 
 impl Default for AnthropicConfig {
@@ -92,6 +96,7 @@ impl Default for AnthropicConfig {
             max_attempts: RetryPolicy::default().max_attempts,
             retry_base: RetryPolicy::default().base,
             timeout: Duration::from_secs(120),
+            tool_search: None,
         }
     }
 }
@@ -107,6 +112,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("max_attempts", &self.max_attempts)
             .field("retry_base", &self.retry_base)
             .field("timeout", &self.timeout)
+            .field("tool_search", &self.tool_search)
             .finish()
     }
 }
@@ -160,7 +166,12 @@ impl AnthropicModel {
 
     /// The request body, serialised once and re-sent as is on every attempt.
     fn encode(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
-        let body = wire_request(&self.config.model, request, self.config.stream);
+        let body = wire_request_with(
+            &self.config.model,
+            request,
+            self.config.stream,
+            self.config.tool_search,
+        );
         serde_json::to_vec(&body).map_err(|e| ModelError::Transport {
             provider: PROVIDER,
             message: format!("cannot encode the request: {e}"),
@@ -307,6 +318,10 @@ impl Model for AnthropicModel {
         &self.config.model
     }
 
+    fn tool_search(&self) -> Option<ProviderToolSearch> {
+        self.config.tool_search
+    }
+
     fn input_bound<'a>(
         &'a self,
         request: &'a ModelRequest,
@@ -392,7 +407,7 @@ impl AnthropicModel {
             "{}/v1/messages/count_tokens",
             self.config.base_url.trim_end_matches('/')
         );
-        let full = wire_request(&self.config.model, request, false);
+        let full = wire_request_with(&self.config.model, request, false, self.config.tool_search);
         let body = WireCountRequest {
             model: full.model,
             system: full.system,
@@ -437,7 +452,7 @@ struct WireCountRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<WireSystem<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<WireToolEntry<'a>>,
     messages: Vec<WireMessage<'a>>,
 }
 

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::wire::{ApiError, WireUsage, bad_response, stop_reason};
+use super::wire::{
+    ApiError, WireUsage, bad_response, is_search_tool, read_search_result, stop_reason,
+};
 use crate::model::{Content, ModelError, ModelResponse, Usage};
 use crate::provider_http::quote;
 
@@ -60,6 +62,15 @@ pub(super) enum StartBlock {
         id: String,
         name: String,
     },
+    ServerToolUse {
+        id: String,
+        name: String,
+    },
+    /// Whole in its start event.
+    ToolSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
     #[serde(other)]
     Other,
 }
@@ -85,6 +96,12 @@ pub(super) enum Block {
     Text(String),
     /// The input JSON accumulates as text; it is parsed once the block stops.
     ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    /// The tool search's call, its input accumulating likewise.
+    ServerToolUse {
         id: String,
         name: String,
         json: String,
@@ -145,7 +162,25 @@ impl Assembler {
                         name,
                         json: String::new(),
                     },
-                    StartBlock::Other => Block::Skipped,
+                    StartBlock::ServerToolUse { id, name } if is_search_tool(&name) => {
+                        Block::ServerToolUse {
+                            id,
+                            name,
+                            json: String::new(),
+                        }
+                    }
+                    StartBlock::ToolSearchToolResult {
+                        tool_use_id,
+                        content,
+                    } => {
+                        let (tool_names, error) = read_search_result(&content);
+                        Block::Finished(Content::ProviderSearchResult {
+                            tool_use_id,
+                            tool_names,
+                            error,
+                        })
+                    }
+                    StartBlock::ServerToolUse { .. } | StartBlock::Other => Block::Skipped,
                 };
                 self.blocks.insert(index, block);
             }
@@ -157,7 +192,10 @@ impl Assembler {
                 })?;
                 match (block, delta) {
                     (Block::Text(text), Delta::Text { text: more }) => text.push_str(&more),
-                    (Block::ToolUse { json, .. }, Delta::InputJson { partial_json }) => {
+                    (
+                        Block::ToolUse { json, .. } | Block::ServerToolUse { json, .. },
+                        Delta::InputJson { partial_json },
+                    ) => {
                         json.push_str(&partial_json);
                     }
                     (Block::Skipped, _) | (_, Delta::Other) => {}
@@ -239,6 +277,19 @@ pub(super) fn finish_block(block: Block) -> Result<Block, StreamFailure> {
                 })?
             };
             Block::Finished(Content::ToolUse { id, name, input })
+        }
+        Block::ServerToolUse { id, name, json } => {
+            let input = if json.trim().is_empty() {
+                Value::Object(serde_json::Map::new())
+            } else {
+                serde_json::from_str(&json).map_err(|e| {
+                    bad(format!(
+                        "server_tool_use {id} ({name}) input is not JSON: {e}; it starts {:?}",
+                        quote(&json)
+                    ))
+                })?
+            };
+            Block::Finished(Content::ProviderSearch { id, name, input })
         }
         other => other,
     })

@@ -56,6 +56,7 @@ fn request(cache: bool) -> ModelRequest {
         max_tokens: 1024,
         cache,
         stable_tools: 0,
+        deferred_tools: Vec::new(),
     }
 }
 
@@ -860,4 +861,280 @@ async fn input_bound_is_counted_by_count_tokens_else_bounded_by_bytes() {
     let bound = model(config(&bare)).input_bound(&req).await;
     assert_eq!(bound, InputBound::upper(&req));
     assert_eq!(bound.source, BoundSource::Bytes);
+}
+
+// ---- the tool search tool (deferred tools) ----
+
+/// The weather tool left out of the offer, for the provider's search to find.
+fn deferred_request() -> ModelRequest {
+    ModelRequest {
+        tools: vec![time_tool()],
+        deferred_tools: vec![weather_tool()],
+        stable_tools: 1,
+        ..request(true)
+    }
+}
+
+/// An answer that searched server-side, loaded `get_weather` and calls it: the documented
+/// blocks `server_tool_use` (the tool search tool's call), `tool_search_tool_result` (its
+/// `tool_search_tool_search_result` of `tool_reference`s), then the `tool_use`.
+fn searched_answer() -> Value {
+    json!({
+        "id": "msg_01D7FLMfh4bT4LFWyjvQEqYz",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": [
+            {"type": "text", "text": "I'll search for a weather tool."},
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_01ABCDEFGHIJKLMNOPQRSTUV",
+                "name": "tool_search_tool_bm25",
+                "input": {"query": "weather"},
+                "caller": {"type": "direct"}
+            },
+            {
+                "type": "tool_search_tool_result",
+                "tool_use_id": "srvtoolu_01ABCDEFGHIJKLMNOPQRSTUV",
+                "content": {
+                    "type": "tool_search_tool_search_result",
+                    "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]
+                }
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_01A09q90qw90lq917835lq9",
+                "name": "get_weather",
+                "input": {"location": "Paris, France"}
+            }
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": 640,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 118,
+            "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
+            "service_tier": "standard"
+        }
+    })
+}
+
+#[tokio::test]
+async fn deferred_tools_go_with_the_tool_search_tool_and_its_blocks_round_trip() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(searched_answer()))
+        .mount(&server)
+        .await;
+    let m = model(AnthropicConfig {
+        tool_search: Some(ProviderToolSearch::Bm25),
+        ..config(&server)
+    });
+    assert_eq!(m.tool_search(), Some(ProviderToolSearch::Bm25));
+    let r = m.complete(&deferred_request()).await.unwrap();
+    let body = &bodies(&server).await[0];
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+            {
+                "name": "get_time",
+                "description": "Get the current time in a given time zone",
+                "input_schema": time_tool().input_schema,
+                "cache_control": {"type": "ephemeral"}
+            },
+            {
+                "name": "get_weather",
+                "description": "Get the current weather in a given location",
+                "input_schema": weather_tool().input_schema,
+                "defer_loading": true
+            }
+        ])
+    );
+    assert_eq!(
+        r.content,
+        vec![
+            Content::text("I'll search for a weather tool."),
+            Content::ProviderSearch {
+                id: "srvtoolu_01ABCDEFGHIJKLMNOPQRSTUV".into(),
+                name: "tool_search_tool_bm25".into(),
+                input: json!({"query": "weather"}),
+            },
+            Content::ProviderSearchResult {
+                tool_use_id: "srvtoolu_01ABCDEFGHIJKLMNOPQRSTUV".into(),
+                tool_names: vec!["get_weather".into()],
+                error: None,
+            },
+            Content::ToolUse {
+                id: "toolu_01A09q90qw90lq917835lq9".into(),
+                name: "get_weather".into(),
+                input: json!({"location": "Paris, France"}),
+            },
+        ]
+    );
+    assert_eq!(r.usage.input_tokens, 640);
+
+    // The next request sends the search and what it loaded back as they came.
+    let mut next = deferred_request();
+    next.messages.push(Message {
+        role: Role::Assistant,
+        content: r.content.clone(),
+    });
+    next.messages.push(Message {
+        role: Role::User,
+        content: vec![Content::ToolResult {
+            tool_use_id: "toolu_01A09q90qw90lq917835lq9".into(),
+            content: "18°C, sunny".into(),
+            is_error: false,
+        }],
+    });
+    let wire = serde_json::to_value(wire_request_with(
+        "claude-sonnet-4-6",
+        &next,
+        false,
+        Some(ProviderToolSearch::Bm25),
+    ))
+    .unwrap();
+    let sent = &wire["messages"][1]["content"];
+    let answered = &searched_answer()["content"];
+    assert_eq!(sent[1]["type"], "server_tool_use");
+    assert_eq!(sent[1]["input"], answered[1]["input"]);
+    assert_eq!(sent[2], answered[2], "the tool_search_tool_result, exactly");
+    // Regex variant and an error result.
+    let regex = serde_json::to_value(WireSearchTool::of(ProviderToolSearch::Regex)).unwrap();
+    assert_eq!(
+        regex,
+        json!({"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"})
+    );
+    let (names, error) = read_search_result(
+        &json!({"type": "tool_search_tool_result_error", "error_code": "invalid_tool_input"}),
+    );
+    assert!(names.is_empty());
+    assert_eq!(error.as_deref(), Some("invalid_tool_input"));
+    assert_eq!(
+        search_result_content(&[], Some("unavailable")),
+        json!({"type": "tool_search_tool_result_error", "error_code": "unavailable"})
+    );
+    // Without the search tool configured, deferred tools are never sent.
+    let plain = serde_json::to_value(wire_request("claude-sonnet-4-6", &deferred_request(), false))
+        .unwrap();
+    assert_eq!(plain["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(stop_reason(Some("pause_turn")), StopReason::PauseTurn);
+}
+
+/// The same answer streamed, as the API streams server tool blocks: the call's input as
+/// `input_json_delta`s, the result whole in its `content_block_start`.
+const SEARCHED_STREAM: &str = concat!(
+    "event: message_start\n",
+    r#"data: {"type":"message_start","message":{"id":"msg_01D7","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":640,"output_tokens":2}}}"#,
+    "\n\n",
+    "event: content_block_start\n",
+    r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_01ABC","name":"tool_search_tool_bm25","input":{}}}"#,
+    "\n\n",
+    "event: content_block_delta\n",
+    r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"wea"}}"#,
+    "\n\n",
+    "event: content_block_delta\n",
+    r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"ther\"}"}}"#,
+    "\n\n",
+    "event: content_block_stop\n",
+    r#"data: {"type":"content_block_stop","index":0}"#,
+    "\n\n",
+    "event: content_block_start\n",
+    r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_search_tool_result","tool_use_id":"srvtoolu_01ABC","content":{"type":"tool_search_tool_search_result","tool_references":[{"type":"tool_reference","tool_name":"get_weather"}]}}}"#,
+    "\n\n",
+    "event: content_block_stop\n",
+    r#"data: {"type":"content_block_stop","index":1}"#,
+    "\n\n",
+    "event: content_block_start\n",
+    r#"data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01X","name":"get_weather","input":{}}}"#,
+    "\n\n",
+    "event: content_block_delta\n",
+    r#"data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"location\": \"Paris\"}"}}"#,
+    "\n\n",
+    "event: content_block_stop\n",
+    r#"data: {"type":"content_block_stop","index":2}"#,
+    "\n\n",
+    "event: message_delta\n",
+    r#"data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":118}}"#,
+    "\n\n",
+    "event: message_stop\n",
+    r#"data: {"type":"message_stop"}"#,
+    "\n\n",
+);
+
+#[tokio::test]
+async fn a_streamed_tool_search_assembles_like_the_plain_answer() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(SEARCHED_STREAM, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let m = model(AnthropicConfig {
+        stream: true,
+        tool_search: Some(ProviderToolSearch::Bm25),
+        ..config(&server)
+    });
+    let r = m.complete(&deferred_request()).await.unwrap();
+    assert_eq!(
+        r.content,
+        vec![
+            Content::ProviderSearch {
+                id: "srvtoolu_01ABC".into(),
+                name: "tool_search_tool_bm25".into(),
+                input: json!({"query": "weather"}),
+            },
+            Content::ProviderSearchResult {
+                tool_use_id: "srvtoolu_01ABC".into(),
+                tool_names: vec!["get_weather".into()],
+                error: None,
+            },
+            Content::ToolUse {
+                id: "toolu_01X".into(),
+                name: "get_weather".into(),
+                input: json!({"location": "Paris"}),
+            },
+        ]
+    );
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (640, 118));
+}
+
+#[test]
+fn deferred_tools_bound_a_call_as_if_a_search_loaded_them_all() {
+    let without = request(true);
+    let with = deferred_request();
+    let weather = weather_tool();
+    let weather_bytes = (weather.name.len()
+        + weather.description.len()
+        + weather.input_schema.to_string().len()) as u64;
+    // The request without the weather tool in `tools`, plus its whole definition once more.
+    let base = ModelRequest {
+        tools: vec![time_tool()],
+        ..request(true)
+    };
+    assert_eq!(
+        input_token_upper_bound(&with),
+        input_token_upper_bound(&base) + weather_bytes + TOOL_OVERHEAD_TOKENS
+    );
+    assert_eq!(deferred_load_bound(&without), 0);
+    // Each reference to a loaded definition in the conversation bills it again.
+    let mut later = deferred_request();
+    later.messages.push(Message {
+        role: Role::Assistant,
+        content: vec![Content::ProviderSearchResult {
+            tool_use_id: "srvtoolu_1".into(),
+            tool_names: vec!["get_weather".into()],
+            error: None,
+        }],
+    });
+    assert_eq!(
+        deferred_load_bound(&later),
+        2 * (weather_bytes + TOOL_OVERHEAD_TOKENS)
+    );
+    // A count never goes below what the deferred tools may add.
+    assert!(counted_bound(&with, 10).tokens >= 10 + deferred_load_bound(&with));
 }

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::{
-    Content, Message, ModelError, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+    Content, Message, ModelError, ModelRequest, ModelResponse, ProviderToolSearch, Role,
+    StopReason, ToolSpec, Usage,
 };
 use crate::provider_http::quote;
 
@@ -16,10 +17,42 @@ pub(super) struct WireRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) system: Vec<WireSystem<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(super) tools: Vec<WireTool<'a>>,
+    pub(super) tools: Vec<WireToolEntry<'a>>,
     pub(super) messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) stream: bool,
+}
+
+/// One entry of `tools`: a custom tool, or the tool search tool (a server tool).
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum WireToolEntry<'a> {
+    Custom(WireTool<'a>),
+    Search(WireSearchTool),
+}
+
+/// The tool search tool: `{"type": "tool_search_tool_bm25_20251119", "name":
+/// "tool_search_tool_bm25"}` (or the regex variant).
+#[derive(Serialize)]
+pub(super) struct WireSearchTool {
+    #[serde(rename = "type")]
+    pub(super) kind: &'static str,
+    pub(super) name: &'static str,
+}
+
+impl WireSearchTool {
+    pub(super) fn of(search: ProviderToolSearch) -> Self {
+        match search {
+            ProviderToolSearch::Bm25 => Self {
+                kind: "tool_search_tool_bm25_20251119",
+                name: "tool_search_tool_bm25",
+            },
+            ProviderToolSearch::Regex => Self {
+                kind: "tool_search_tool_regex_20251119",
+                name: "tool_search_tool_regex",
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -46,6 +79,9 @@ pub(super) struct WireTool<'a> {
     pub(super) input_schema: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cache_control: Option<CacheControl>,
+    /// Left out of the prompt until a tool search loads it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) defer_loading: bool,
 }
 
 #[derive(Serialize)]
@@ -71,12 +107,38 @@ pub(super) enum WireBlock<'a> {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    ServerToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolSearchToolResult {
+        tool_use_id: &'a str,
+        /// `{"type": "tool_search_tool_search_result", "tool_references": [{"type":
+        /// "tool_reference", "tool_name"}]}`, or `{"type": "tool_search_tool_result_error",
+        /// "error_code"}`.
+        content: Value,
+    },
 }
 
+/// The request body without a provider search (what the tests compare against).
+#[cfg(test)]
 pub(super) fn wire_request<'a>(
     model: &'a str,
     request: &'a ModelRequest,
     stream: bool,
+) -> WireRequest<'a> {
+    wire_request_with(model, request, stream, None)
+}
+
+/// The request body; with `search`, the tool search tool comes first and the request's
+/// deferred tools last, marked `defer_loading` (never a breakpoint: they are not in the
+/// prompt's prefix until a search loads them, and then inline where it did).
+pub(super) fn wire_request_with<'a>(
+    model: &'a str,
+    request: &'a ModelRequest,
+    stream: bool,
+    search: Option<ProviderToolSearch>,
 ) -> WireRequest<'a> {
     let cache = || request.cache.then_some(EPHEMERAL);
     let system = if request.system.is_empty() {
@@ -93,11 +155,13 @@ pub(super) fn wire_request<'a>(
     // first call wrote it (at most three breakpoints in all; the API allows four).
     let stable = (request.stable_tools > 0 && request.stable_tools < request.tools.len())
         .then(|| request.stable_tools - 1);
-    let tools = request
-        .tools
-        .iter()
-        .enumerate()
-        .map(|(i, t): (usize, &ToolSpec)| WireTool {
+    let search = search.filter(|_| !request.deferred_tools.is_empty());
+    let mut tools: Vec<WireToolEntry<'a>> = Vec::new();
+    if let Some(search) = search {
+        tools.push(WireToolEntry::Search(WireSearchTool::of(search)));
+    }
+    tools.extend(request.tools.iter().enumerate().map(|(i, t): (usize, &ToolSpec)| {
+        WireToolEntry::Custom(WireTool {
             name: &t.name,
             description: &t.description,
             input_schema: &t.input_schema,
@@ -106,8 +170,20 @@ pub(super) fn wire_request<'a>(
             } else {
                 None
             },
+            defer_loading: false,
         })
-        .collect();
+    }));
+    if search.is_some() {
+        tools.extend(request.deferred_tools.iter().map(|t| {
+            WireToolEntry::Custom(WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+                cache_control: None,
+                defer_loading: true,
+            })
+        }));
+    }
     WireRequest {
         model,
         max_tokens: request.max_tokens,
@@ -140,6 +216,17 @@ pub(super) fn wire_message(message: &Message) -> WireMessage<'_> {
                 tool_use_id,
                 content,
                 is_error: *is_error,
+            },
+            Content::ProviderSearch { id, name, input } => {
+                WireBlock::ServerToolUse { id, name, input }
+            }
+            Content::ProviderSearchResult {
+                tool_use_id,
+                tool_names,
+                error,
+            } => WireBlock::ToolSearchToolResult {
+                tool_use_id,
+                content: search_result_content(tool_names, error.as_deref()),
             },
         })
         .collect();
@@ -174,8 +261,46 @@ pub(super) struct WireResponse {
     pub(super) model: String,
 }
 
-/// A content block of an answer; kinds the agent does not use (thinking, server tools) are
-/// skipped.
+/// A tool search result's `content` as the API writes it.
+pub(super) fn search_result_content(tool_names: &[String], error: Option<&str>) -> Value {
+    match error {
+        Some(code) => serde_json::json!({"type": "tool_search_tool_result_error", "error_code": code}),
+        None => serde_json::json!({
+            "type": "tool_search_tool_search_result",
+            "tool_references": tool_names
+                .iter()
+                .map(|n| serde_json::json!({"type": "tool_reference", "tool_name": n}))
+                .collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// A `tool_search_tool_result`'s content read back: the names it loaded, or its error code.
+pub(super) fn read_search_result(content: &Value) -> (Vec<String>, Option<String>) {
+    match content.get("type").and_then(Value::as_str) {
+        Some("tool_search_tool_search_result") => {
+            let names = content
+                .get("tool_references")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.get("tool_name").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect();
+            (names, None)
+        }
+        _ => {
+            let code = content
+                .get("error_code")
+                .and_then(Value::as_str)
+                .unwrap_or("unreadable tool search result");
+            (Vec::new(), Some(code.to_owned()))
+        }
+    }
+}
+
+/// A content block of an answer; kinds the agent does not use (thinking, other server tools)
+/// are skipped.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(super) enum WireContent {
@@ -187,8 +312,24 @@ pub(super) enum WireContent {
         name: String,
         input: Value,
     },
+    ServerToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+    },
     #[serde(other)]
     Other,
+}
+
+/// A server tool call is kept only when it is the tool search's (other server tools are not
+/// offered, so their calls cannot come).
+pub(super) fn is_search_tool(name: &str) -> bool {
+    name.starts_with("tool_search_tool_")
 }
 
 /// Usage as sent; every field may be absent or `null`.
@@ -228,6 +369,7 @@ pub(super) fn stop_reason(reason: Option<&str>) -> StopReason {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
+        Some("pause_turn") => StopReason::PauseTurn,
         _ => StopReason::Other,
     }
 }
@@ -244,6 +386,20 @@ pub(super) fn parse_response(
         .filter_map(|c| match c {
             WireContent::Text { text } => Some(Content::Text { text }),
             WireContent::ToolUse { id, name, input } => Some(Content::ToolUse { id, name, input }),
+            WireContent::ServerToolUse { id, name, input } => {
+                is_search_tool(&name).then_some(Content::ProviderSearch { id, name, input })
+            }
+            WireContent::ToolSearchToolResult {
+                tool_use_id,
+                content,
+            } => {
+                let (tool_names, error) = read_search_result(&content);
+                Some(Content::ProviderSearchResult {
+                    tool_use_id,
+                    tool_names,
+                    error,
+                })
+            }
             WireContent::Other => None,
         })
         .collect();

@@ -83,6 +83,7 @@ fn request() -> ModelRequest {
         // Ignored: OpenAI caches on its own.
         cache: true,
         stable_tools: 0,
+        deferred_tools: Vec::new(),
     }
 }
 

@@ -139,8 +139,12 @@ pub(super) fn push_messages<'a>(message: &'a Message, out: &mut Vec<WireMessage<
                         });
                     }
                     Content::Text { text } if !text.is_empty() => texts.push(text),
-                    // A user turn cannot ask for a tool call; empty text carries nothing.
-                    Content::Text { .. } | Content::ToolUse { .. } => {}
+                    // A user turn cannot ask for a tool call; empty text carries nothing; a
+                    // provider's own search is Anthropic's and is never sent here.
+                    Content::Text { .. }
+                    | Content::ToolUse { .. }
+                    | Content::ProviderSearch { .. }
+                    | Content::ProviderSearchResult { .. } => {}
                 }
             }
             // A turn of only tool results needs no user message; any other turn keeps one, even
@@ -165,7 +169,10 @@ pub(super) fn push_messages<'a>(message: &'a Message, out: &mut Vec<WireMessage<
                         },
                     }),
                     // Tool results belong to user turns.
-                    Content::Text { .. } | Content::ToolResult { .. } => {}
+                    Content::Text { .. }
+                    | Content::ToolResult { .. }
+                    | Content::ProviderSearch { .. }
+                    | Content::ProviderSearchResult { .. } => {}
                 }
             }
             // `content: null` is only valid next to tool calls; a bare turn sends "".
