@@ -55,7 +55,7 @@ impl Agent {
         state: &mut RunState,
         step: u32,
         response: &ModelResponse,
-        cost: f64,
+        (cost, shares): (f64, usize),
     ) -> Vec<Content> {
         let uses: Vec<(String, String, Value)> = response
             .tool_uses()
@@ -109,8 +109,8 @@ impl Agent {
         for (i, (((use_id, name, input), plan), (outcome, latency_ms, admission))) in
             uses.iter().zip(planned).zip(outcomes).enumerate()
         {
-            let tokens_in = split_even(response.usage.total_input(), n, i);
-            let tokens_out = split_even(response.usage.output_tokens, n, i);
+            let tokens_in = split_even(response.usage.total_input(), shares, i);
+            let tokens_out = split_even(response.usage.output_tokens, shares, i);
             if let Planned::Search(found) = plan {
                 let (content, is_error) = found.tool_result(prepared);
                 let search = SearchStep {
@@ -126,7 +126,7 @@ impl Agent {
                     error: found.args.as_ref().err().map(ToString::to_string),
                     tokens_in,
                     tokens_out,
-                    cost_usd: cost / n as f64,
+                    cost_usd: cost / shares.max(1) as f64,
                 };
                 let record = self.search_record(
                     &state.session_id,
@@ -169,7 +169,7 @@ impl Agent {
                 retry_reason: None,
                 tokens_in,
                 tokens_out,
-                cost_usd: cost / n as f64,
+                cost_usd: cost / shares.max(1) as f64,
                 result_summary: String::new(),
                 raw_result: Value::Null,
                 policy: None,
@@ -449,7 +449,7 @@ fn route(
 }
 
 /// Splits `total` into `n` parts that add up to it (earlier parts take the remainder).
-fn split_even(total: u64, n: usize, i: usize) -> u64 {
+pub(super) fn split_even(total: u64, n: usize, i: usize) -> u64 {
     let n = n.max(1) as u64;
     total / n + u64::from((i as u64) < total % n)
 }

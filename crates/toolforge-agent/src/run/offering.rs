@@ -2,6 +2,13 @@
 //! the first offer leaves tools out), then what searches find, appended in the order found. The
 //! tools already offered never move or change, so every call's tool list starts with the one
 //! the first call sent (and cached); at most `max_found` tools join in one run.
+//!
+//! With a provider that searches itself (Anthropic's tool search, opt-in), the tools the first
+//! offer leaves out go as deferred definitions instead, and the agent offers no search tool:
+//! what the provider's search loads becomes callable (the API expands it in the conversation,
+//! so the tool list never changes at all).
+
+use std::collections::HashMap;
 
 use serde_json::{Value, json};
 use toolforge_llm::ToolSpec;
@@ -23,6 +30,10 @@ pub(super) struct Offering {
     /// Specs of the first offer (the search tool included).
     stable: usize,
     search: Option<SearchTool>,
+    /// The provider's search's tools (deferred definitions), as sent, and their exposed tools
+    /// by model-facing name.
+    deferred: Vec<ToolSpec>,
+    deferred_of: HashMap<String, usize>,
 }
 
 /// The search tool of a run.
@@ -47,8 +58,9 @@ pub(super) struct Found {
 
 impl Offering {
     /// The first offer of `prepared`, with the search tool when `discovery` has search on and
-    /// the first offer leaves searchable tools out.
-    pub fn new(prepared: &Prepared, discovery: &Discovery) -> Self {
+    /// the first offer leaves searchable tools out; or, when the model `searches_itself`, the
+    /// tools left out as deferred definitions.
+    pub fn new(prepared: &Prepared, discovery: &Discovery, searches_itself: bool) -> Self {
         let exposed = prepared.presentation.tools();
         let mut offering = Self {
             offered: Vec::new(),
@@ -56,12 +68,20 @@ impl Offering {
             specs: Vec::new(),
             stable: 0,
             search: None,
+            deferred: Vec::new(),
+            deferred_of: HashMap::new(),
         };
         for &i in &prepared.first_offer {
             offering.add(prepared, i);
         }
         let leaves_out = prepared.searchable.iter().any(|&i| !offering.is_offered[i]);
-        if discovery.search && discovery.max_found > 0 && leaves_out {
+        if discovery.search && searches_itself && leaves_out {
+            for &i in prepared.searchable.iter().filter(|&&i| !offering.is_offered[i]) {
+                let spec = spec_of(prepared, i);
+                offering.deferred_of.insert(spec.name.clone(), i);
+                offering.deferred.push(spec);
+            }
+        } else if discovery.search && discovery.max_found > 0 && leaves_out {
             let taken = |name: &str| {
                 exposed
                     .iter()
@@ -95,6 +115,30 @@ impl Offering {
         self.stable
     }
 
+    /// The deferred definitions the provider's own search may load (empty otherwise).
+    pub fn deferred(&self) -> &[ToolSpec] {
+        &self.deferred
+    }
+
+    /// The provider's search loaded `names`: those among the deferred tools become callable.
+    /// Returns them as exposed tools (the found), and those not callable before (the added).
+    pub fn loaded(&mut self, names: &[String]) -> (Vec<usize>, Vec<usize>) {
+        let mut found = Vec::new();
+        let mut added = Vec::new();
+        for name in names {
+            let Some(&i) = self.deferred_of.get(name) else {
+                continue;
+            };
+            found.push(i);
+            if !self.is_offered[i] {
+                self.is_offered[i] = true;
+                self.offered.push(i);
+                added.push(i);
+            }
+        }
+        (found, added)
+    }
+
     /// True when `name` is this run's search tool.
     pub fn is_search(&self, name: &str) -> bool {
         self.search.as_ref().is_some_and(|s| s.name == name)
@@ -121,14 +165,9 @@ impl Offering {
         if self.is_offered[exposed] {
             return;
         }
-        let tool = &prepared.presentation.tools()[exposed];
         self.is_offered[exposed] = true;
         self.offered.push(exposed);
-        self.specs.push(ToolSpec {
-            name: prepared.presentation.model_name(tool).to_owned(),
-            description: tool.description.clone(),
-            input_schema: tool.input_schema.to_value(),
-        });
+        self.specs.push(spec_of(prepared, exposed));
     }
 
     /// Answers one call of the search tool with `input`: the matches among the searchable
@@ -172,6 +211,16 @@ impl Offering {
             self.add(prepared, i);
         }
         Found { args, found, added }
+    }
+}
+
+/// An exposed tool as the model is sent it.
+fn spec_of(prepared: &Prepared, exposed: usize) -> ToolSpec {
+    let tool = &prepared.presentation.tools()[exposed];
+    ToolSpec {
+        name: prepared.presentation.model_name(tool).to_owned(),
+        description: tool.description.clone(),
+        input_schema: tool.input_schema.to_value(),
     }
 }
 

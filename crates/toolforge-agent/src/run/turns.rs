@@ -11,6 +11,7 @@ use tracing::Instrument as _;
 
 use super::offer::Prepared;
 use super::offering::Offering;
+use super::provider_search;
 use super::request::RunRequest;
 use super::result::{RunEvent, RunResult, halt_on_trace, parse_answer, partial_output};
 use super::{Agent, RunState};
@@ -59,7 +60,11 @@ impl Agent {
                 "no price configured for this model: charging the dearest known price"
             );
         }
-        let offering = Offering::new(&prepared, &self.config.discovery);
+        let offering = Offering::new(
+            &prepared,
+            &self.config.discovery,
+            self.model.tool_search().is_some(),
+        );
         let mut state = RunState {
             history: Vec::new(),
             rejected_once: HashSet::new(),
@@ -165,6 +170,7 @@ impl Agent {
                 max_tokens: self.config.max_tokens,
                 cache: self.config.cache,
                 stable_tools: state.offering.stable(),
+                deferred_tools: state.offering.deferred().to_vec(),
             };
             let bound = self.input_bound(guard, &model_request).await;
             let clamped = match guard.allow(bound.tokens, self.config.max_tokens) {
@@ -194,8 +200,29 @@ impl Agent {
             drop(span);
             state.result.usage.add(&response.usage);
             let calls_tools = !response.tool_uses().is_empty();
-            if response.stop_reason == StopReason::MaxTokens || !calls_tools {
-                // No tool call will carry this call's cost: it gets a record of its own.
+            // The turn's cost is split over the calls it runs and the searches the provider
+            // ran in it; a turn with neither gets a record of its own.
+            let runs = if calls_tools && response.stop_reason != StopReason::MaxTokens {
+                response.tool_uses().len()
+            } else {
+                0
+            };
+            let searches = provider_search::provider_searches(&response);
+            let shares = runs + searches.len();
+            if !searches.is_empty() {
+                self.record_provider_searches(
+                    request,
+                    prepared,
+                    state,
+                    step,
+                    &response,
+                    cost,
+                    &searches,
+                    (shares, runs),
+                )
+                .await;
+            }
+            if shares == 0 {
                 let record =
                     self.model_call_record(&state.session_id, step, &response, cost, request);
                 if !self.trace(record).await {
@@ -209,6 +236,14 @@ impl Agent {
                 } else {
                     HaltReason::MaxTokens
                 });
+            }
+            if response.stop_reason == StopReason::PauseTurn && !calls_tools {
+                // The provider paused its own tools' turn: sent back as it is, it goes on.
+                messages.push(Message {
+                    role: Role::Assistant,
+                    content: response.content.clone(),
+                });
+                continue;
             }
             if !calls_tools {
                 let (answer, facts) = parse_answer(&response.text());
@@ -225,7 +260,7 @@ impl Agent {
                 content: response.content.clone(),
             });
             let results = self
-                .call_tools(request, prepared, state, step, &response, cost)
+                .call_tools(request, prepared, state, step, &response, (cost, shares))
                 .await;
             messages.push(Message {
                 role: Role::User,
