@@ -1561,9 +1561,18 @@ async fn run_config(
         ..AnthropicConfig::default()
     })
     .unwrap();
-    let defaults = AgentConfig::default();
+    // The broker's 32-tool offer without search: this benchmark measures the broker and
+    // caching; progressive discovery (a smaller first offer and search) is measured by
+    // `benches/discovery.rs`.
+    let defaults = AgentConfig {
+        discovery: toolforge_agent::discovery::Discovery {
+            search: false,
+            ..toolforge_agent::discovery::Discovery::default()
+        },
+        ..AgentConfig::default()
+    };
     let max_tools = if config.broker {
-        defaults.max_tools
+        toolforge_select::selection::DEFAULT_MAX_TOOLS
     } else {
         1000
     };
