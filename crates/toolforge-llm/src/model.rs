@@ -69,6 +69,8 @@ pub enum ProviderToolSearch {
     Bm25,
     /// The model searches with regular expressions.
     Regex,
+    /// The provider picks how (OpenAI's hosted `tool_search`); Anthropic takes it as BM25.
+    Hosted,
 }
 
 impl Content {

@@ -93,6 +93,11 @@ pub fn count(model: &str, request: &ModelRequest) -> Option<u64> {
             + tokens(&tool.description)
             + tokens(&tool.input_schema.to_string());
     }
+    // A deferred tool's name and description are in the prompt (OpenAI defers only the
+    // parameters); what a search loads is the bound's to add (`counted_bound`).
+    for tool in &request.deferred_tools {
+        total += TOOL_FRAMING + tokens(&tool.name) + tokens(&tool.description);
+    }
     for message in &request.messages {
         total += MESSAGE_FRAMING;
         for content in &message.content {

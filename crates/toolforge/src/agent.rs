@@ -50,6 +50,8 @@ pub fn model_from_env() -> anyhow::Result<Arc<dyn Model>> {
                     .or_else(|| env("OPENAI_MODEL"))
                     .unwrap_or(defaults.model.clone()),
                 stream,
+                // OpenAI's hosted tool search, through the Responses API.
+                tool_search: flag("OPENAI_TOOL_SEARCH")?,
                 ..defaults
             };
             Arc::new(openai::OpenAiModel::new(config).context("LLM_PROVIDER=openai")?)

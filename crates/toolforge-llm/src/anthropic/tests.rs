@@ -1019,8 +1019,12 @@ async fn deferred_tools_go_with_the_tool_search_tool_and_its_blocks_round_trip()
         json!({"type": "tool_search_tool_result_error", "error_code": "unavailable"})
     );
     // Without the search tool configured, deferred tools are never sent.
-    let plain = serde_json::to_value(wire_request("claude-sonnet-4-6", &deferred_request(), false))
-        .unwrap();
+    let plain = serde_json::to_value(wire_request(
+        "claude-sonnet-4-6",
+        &deferred_request(),
+        false,
+    ))
+    .unwrap();
     assert_eq!(plain["tools"].as_array().unwrap().len(), 1);
     assert_eq!(stop_reason(Some("pause_turn")), StopReason::PauseTurn);
 }

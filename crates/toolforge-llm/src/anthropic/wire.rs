@@ -43,7 +43,7 @@ pub(super) struct WireSearchTool {
 impl WireSearchTool {
     pub(super) fn of(search: ProviderToolSearch) -> Self {
         match search {
-            ProviderToolSearch::Bm25 => Self {
+            ProviderToolSearch::Bm25 | ProviderToolSearch::Hosted => Self {
                 kind: "tool_search_tool_bm25_20251119",
                 name: "tool_search_tool_bm25",
             },
@@ -160,19 +160,25 @@ pub(super) fn wire_request_with<'a>(
     if let Some(search) = search {
         tools.push(WireToolEntry::Search(WireSearchTool::of(search)));
     }
-    tools.extend(request.tools.iter().enumerate().map(|(i, t): (usize, &ToolSpec)| {
-        WireToolEntry::Custom(WireTool {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.input_schema,
-            cache_control: if i == last || Some(i) == stable {
-                cache()
-            } else {
-                None
-            },
-            defer_loading: false,
-        })
-    }));
+    tools.extend(
+        request
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t): (usize, &ToolSpec)| {
+                WireToolEntry::Custom(WireTool {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.input_schema,
+                    cache_control: if i == last || Some(i) == stable {
+                        cache()
+                    } else {
+                        None
+                    },
+                    defer_loading: false,
+                })
+            }),
+    );
     if search.is_some() {
         tools.extend(request.deferred_tools.iter().map(|t| {
             WireToolEntry::Custom(WireTool {
@@ -264,7 +270,9 @@ pub(super) struct WireResponse {
 /// A tool search result's `content` as the API writes it.
 pub(super) fn search_result_content(tool_names: &[String], error: Option<&str>) -> Value {
     match error {
-        Some(code) => serde_json::json!({"type": "tool_search_tool_result_error", "error_code": code}),
+        Some(code) => {
+            serde_json::json!({"type": "tool_search_tool_result_error", "error_code": code})
+        }
         None => serde_json::json!({
             "type": "tool_search_tool_search_result",
             "tool_references": tool_names

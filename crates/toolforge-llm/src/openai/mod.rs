@@ -38,13 +38,16 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY
 use toolforge_retry::{Failure as RetryFailure, RetryPolicy};
 use tracing::warn;
 
+mod responses;
 mod stream;
 mod wire;
 
 use stream::{Assembler, WireChunk};
 use wire::{Answer, ErrorBody, PROVIDER, bad_response, parse_response, wire_request};
 
-use crate::model::{InputBound, Model, ModelError, ModelRequest, ModelResponse};
+use crate::model::{
+    InputBound, Model, ModelError, ModelRequest, ModelResponse, ProviderToolSearch,
+};
 use crate::provider_http::{Failure, error_chain, quote, transport_kind, with_retries};
 
 /// OpenAI's public endpoint, version path included (`/chat/completions` is appended), as in the
@@ -82,6 +85,11 @@ pub struct OpenAiConfig {
     /// Connect timeout and longest silence while reading; for plain (non-streamed) calls also
     /// the bound on the whole call.
     pub timeout: Duration,
+    /// OpenAI's hosted tool search (`OPENAI_TOOL_SEARCH=on`; off by default): every call goes
+    /// to the Responses API (`{base}/responses`, plain JSON, `stream` ignored), the tools the
+    /// agent's first offer leaves out sent with `defer_loading` after a `tool_search` tool the
+    /// server runs (see the `responses` module).
+    pub tool_search: bool,
 }
 
 impl Default for OpenAiConfig {
@@ -96,6 +104,7 @@ impl Default for OpenAiConfig {
             max_attempts: RetryPolicy::default().max_attempts,
             retry_base: RetryPolicy::default().base,
             timeout: Duration::from_secs(120),
+            tool_search: false,
         }
     }
 }
@@ -111,6 +120,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("max_attempts", &self.max_attempts)
             .field("retry_base", &self.retry_base)
             .field("timeout", &self.timeout)
+            .field("tool_search", &self.tool_search)
             .finish()
     }
 }
@@ -183,7 +193,11 @@ impl OpenAiModel {
                 provider: PROVIDER,
                 message: format!("cannot build the HTTP client: {}", error_chain(&e)),
             })?;
-        let url = format!("{base}/chat/completions");
+        let url = if config.tool_search {
+            format!("{base}/responses")
+        } else {
+            format!("{base}/chat/completions")
+        };
         Ok(Self {
             config,
             client,
@@ -194,8 +208,16 @@ impl OpenAiModel {
 
     /// The request body, serialised once and re-sent as is on every attempt.
     fn encode(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
-        let body = wire_request(&self.config.model, request, self.config.stream);
-        serde_json::to_vec(&body).map_err(|e| ModelError::Transport {
+        let body = if self.config.tool_search {
+            serde_json::to_vec(&responses::responses_request(&self.config.model, request))
+        } else {
+            serde_json::to_vec(&wire_request(
+                &self.config.model,
+                request,
+                self.config.stream,
+            ))
+        };
+        body.map_err(|e| ModelError::Transport {
             provider: PROVIDER,
             message: format!("cannot encode the request: {e}"),
         })
@@ -208,7 +230,7 @@ impl OpenAiModel {
             .post(&self.url)
             .header(CONTENT_TYPE, "application/json")
             .body(body.to_vec());
-        if !self.config.stream {
+        if !self.streams() {
             req = req.timeout(limit);
         }
         let resp = req.send().await.map_err(|e| self.transport(&e))?;
@@ -231,7 +253,15 @@ impl OpenAiModel {
         // A JSON body even when a stream was asked for (some servers and proxies ignore
         // `stream`): parse it as such.
         let text = resp.text().await.map_err(|e| self.transport(&e))?;
+        if self.config.tool_search {
+            return responses::parse_responses(&text, &self.config.model).map_err(Failure::fatal);
+        }
         parse_response(&text, &self.config.model).map_err(Failure::fatal)
+    }
+
+    /// True when calls ask for a stream (never with the hosted tool search).
+    fn streams(&self) -> bool {
+        self.config.stream && !self.config.tool_search
     }
 
     async fn read_stream(&self, resp: reqwest::Response) -> Result<Answer, Failure> {
@@ -369,6 +399,12 @@ impl Model for OpenAiModel {
 
     fn model(&self) -> &str {
         &self.config.model
+    }
+
+    fn tool_search(&self) -> Option<ProviderToolSearch> {
+        self.config
+            .tool_search
+            .then_some(ProviderToolSearch::Hosted)
     }
 
     /// Counted with the model family's own tokenizer when it is shipped

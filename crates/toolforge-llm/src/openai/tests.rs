@@ -1014,3 +1014,289 @@ fn error_bodies_of_compatible_servers_are_read() {
     let long = format!(r#"{{"error":{{"message":"{}"}}}}"#, "x".repeat(1000));
     assert_eq!(ErrorBody::parse(&long).describe().len(), MAX_QUOTED);
 }
+
+// ---- the hosted tool search (Responses API) ----
+
+/// A Responses API answer of the hosted search: `tool_search_call` (server-executed),
+/// `tool_search_output` with the loaded definition, then the `function_call`, the shapes of the
+/// official SDK's `ResponseToolSearchCall`, `ResponseToolSearchOutputItem` and
+/// `ResponseFunctionToolCall`.
+fn searched_responses_answer() -> Value {
+    json!({
+        "id": "resp_68af4030592c81938ec0a5fbab4a3e9f05438e46b5f69a3b",
+        "object": "response",
+        "created_at": 1756315696,
+        "status": "completed",
+        "error": null,
+        "incomplete_details": null,
+        "instructions": "You are a terse assistant.",
+        "max_output_tokens": 1024,
+        "model": "gpt-5.4-2026-03-05",
+        "output": [
+            {
+                "id": "rs_68af4030baa48193b0b43b4c2a176a1a05438e46b5f69a3b",
+                "type": "reasoning",
+                "summary": []
+            },
+            {
+                "id": "tsc_68af40313b8c8193a3a0f3c5b0c3a87505438e46b5f69a3b",
+                "type": "tool_search_call",
+                "call_id": null,
+                "execution": "server",
+                "arguments": {"paths": ["get_weather"]},
+                "status": "completed"
+            },
+            {
+                "id": "tso_68af4031a5d08193b7e6e5e0a4a2b6b305438e46b5f69a3b",
+                "type": "tool_search_output",
+                "call_id": null,
+                "execution": "server",
+                "status": "completed",
+                "tools": [{
+                    "type": "function",
+                    "name": "get_weather",
+                    "description": "Get the current weather in a given location",
+                    "parameters": weather_tool().input_schema,
+                    "strict": null,
+                    "defer_loading": true
+                }]
+            },
+            {
+                "id": "fc_68af4032cd0c8193a5d5b2b6a1e3c9d205438e46b5f69a3b",
+                "type": "function_call",
+                "status": "completed",
+                "arguments": "{\"location\":\"Paris, France\"}",
+                "call_id": "call_Yf3q2Yc4zmnCrSbvGKQ7K9nM",
+                "name": "get_weather"
+            }
+        ],
+        "parallel_tool_calls": true,
+        "store": true,
+        "tools": [],
+        "usage": {
+            "input_tokens": 512,
+            "input_tokens_details": {"cached_tokens": 256},
+            "output_tokens": 64,
+            "output_tokens_details": {"reasoning_tokens": 32},
+            "total_tokens": 576
+        }
+    })
+}
+
+/// The weather tool left out of the offer, for the hosted search to find.
+fn deferred_request() -> ModelRequest {
+    ModelRequest {
+        tools: vec![time_tool()],
+        deferred_tools: vec![weather_tool()],
+        stable_tools: 1,
+        ..request()
+    }
+}
+
+#[tokio::test]
+async fn the_hosted_tool_search_goes_to_the_responses_api_and_its_items_round_trip() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .and(header("authorization", "Bearer sk-test"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(searched_responses_answer()))
+        .mount(&server)
+        .await;
+    let m = model(OpenAiConfig {
+        tool_search: true,
+        // Ignored: the hosted search is asked for unstreamed.
+        stream: true,
+        ..config(&server)
+    });
+    assert_eq!(m.tool_search(), Some(ProviderToolSearch::Hosted));
+    let r = m.complete(&deferred_request()).await.unwrap();
+    let body = &bodies(&server).await[0];
+    assert_eq!(
+        body,
+        &json!({
+            "model": "gpt-4o-mini",
+            "instructions": "You are a terse assistant.",
+            "input": [{"role": "user", "content": "What is the weather in Paris and Tokyo?"}],
+            "tools": [
+                {"type": "tool_search"},
+                {
+                    "type": "function",
+                    "name": "get_time",
+                    "description": "Get the current time in a given time zone",
+                    "parameters": time_tool().input_schema
+                },
+                {
+                    "type": "function",
+                    "name": "get_weather",
+                    "description": "Get the current weather in a given location",
+                    "parameters": weather_tool().input_schema,
+                    "defer_loading": true
+                }
+            ],
+            "max_output_tokens": 1024
+        })
+    );
+    let search_id = "tsc_68af40313b8c8193a3a0f3c5b0c3a87505438e46b5f69a3b";
+    assert_eq!(
+        r.content,
+        vec![
+            Content::ProviderSearch {
+                id: search_id.into(),
+                name: "tool_search".into(),
+                input: json!({"paths": ["get_weather"]}),
+            },
+            Content::ProviderSearchResult {
+                tool_use_id: search_id.into(),
+                tool_names: vec!["get_weather".into()],
+                error: None,
+            },
+            Content::ToolUse {
+                id: "call_Yf3q2Yc4zmnCrSbvGKQ7K9nM".into(),
+                name: "get_weather".into(),
+                input: json!({"location": "Paris, France"}),
+            },
+        ]
+    );
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert_eq!(r.model, "gpt-5.4-2026-03-05");
+    // Cached input is billed apart.
+    assert_eq!(
+        (r.usage.input_tokens, r.usage.cache_read_input_tokens),
+        (256, 256)
+    );
+    assert_eq!(r.usage.output_tokens, 64);
+
+    // The next request sends the search, what it loaded (the whole definition, deferred, as
+    // it came) and the call back, in order, then the tool's output.
+    let mut next = deferred_request();
+    next.messages.push(Message {
+        role: Role::Assistant,
+        content: r.content.clone(),
+    });
+    next.messages.push(Message {
+        role: Role::User,
+        content: vec![Content::ToolResult {
+            tool_use_id: "call_Yf3q2Yc4zmnCrSbvGKQ7K9nM".into(),
+            content: "18°C, sunny".into(),
+            is_error: false,
+        }],
+    });
+    let sent =
+        serde_json::to_value(super::responses::responses_request("gpt-4o-mini", &next)).unwrap();
+    let answered = &searched_responses_answer()["output"];
+    let input = sent["input"].as_array().unwrap();
+    assert_eq!(input.len(), 5);
+    assert_eq!(
+        input[1],
+        json!({
+            "type": "tool_search_call",
+            "id": search_id,
+            "execution": "server",
+            "arguments": {"paths": ["get_weather"]},
+            "status": "completed"
+        })
+    );
+    assert_eq!(input[2]["type"], "tool_search_output");
+    assert_eq!(input[2]["execution"], "server");
+    let loaded = &input[2]["tools"][0];
+    for key in ["type", "name", "description", "parameters", "defer_loading"] {
+        assert_eq!(loaded[key], answered[2]["tools"][0][key], "{key}");
+    }
+    assert_eq!(
+        input[3],
+        json!({
+            "type": "function_call",
+            "call_id": "call_Yf3q2Yc4zmnCrSbvGKQ7K9nM",
+            "name": "get_weather",
+            "arguments": "{\"location\":\"Paris, France\"}"
+        })
+    );
+    assert_eq!(
+        input[4],
+        json!({
+            "type": "function_call_output",
+            "call_id": "call_Yf3q2Yc4zmnCrSbvGKQ7K9nM",
+            "output": "18°C, sunny"
+        })
+    );
+    // Tools stay where they were: the loaded one comes back in the conversation, not in
+    // `tools`, so the prefix the first call sent is unchanged.
+    assert_eq!(sent["tools"], body["tools"]);
+}
+
+#[test]
+fn responses_answers_read_text_cuts_failures_and_searches_by_call_id() {
+    let text = json!({
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": [{
+            "id": "msg_1", "type": "message", "role": "assistant", "status": "incomplete",
+            "content": [{"type": "output_text", "text": "Partly", "annotations": []}]
+        }],
+        "usage": {"input_tokens": 10, "output_tokens": 5}
+    });
+    let a = super::responses::parse_responses(&text.to_string(), "gpt-4o-mini").unwrap();
+    assert_eq!(a.response.content, vec![Content::text("Partly")]);
+    assert_eq!(a.response.stop_reason, StopReason::MaxTokens);
+    assert!(a.has_usage);
+    let failed = json!({
+        "status": "failed",
+        "error": {"code": "server_error", "message": "The model failed."},
+        "output": []
+    });
+    let Err(e) = super::responses::parse_responses(&failed.to_string(), "m") else {
+        panic!("a failed response is an error");
+    };
+    assert!(e.to_string().contains("The model failed."), "{e}");
+    // Two searches in one answer: each output answers the call with its call_id.
+    let two = json!({
+        "status": "completed",
+        "output": [
+            {"id": "tsc_a", "type": "tool_search_call", "call_id": "c_a", "execution": "server",
+             "arguments": {"paths": ["x"]}, "status": "completed"},
+            {"id": "tsc_b", "type": "tool_search_call", "call_id": "c_b", "execution": "server",
+             "arguments": {"paths": ["y"]}, "status": "completed"},
+            {"id": "tso_a", "type": "tool_search_output", "call_id": "c_a", "execution": "server",
+             "status": "completed", "tools": [{"type": "function", "name": "x"}]},
+            {"id": "tso_b", "type": "tool_search_output", "call_id": "c_b", "execution": "server",
+             "status": "incomplete", "tools": []}
+        ]
+    });
+    let a = super::responses::parse_responses(&two.to_string(), "m").unwrap();
+    assert!(!a.has_usage);
+    assert_eq!(a.response.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        a.response.content[2..],
+        [
+            Content::ProviderSearchResult {
+                tool_use_id: "tsc_a".into(),
+                tool_names: vec!["x".into()],
+                error: None,
+            },
+            Content::ProviderSearchResult {
+                tool_use_id: "tsc_b".into(),
+                tool_names: vec![],
+                error: Some("the search did not complete".into()),
+            },
+        ]
+    );
+}
+
+#[test]
+fn without_deferred_tools_the_responses_request_has_no_search_tool() {
+    let sent = serde_json::to_value(super::responses::responses_request("m", &request())).unwrap();
+    let tools = sent["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert!(tools.iter().all(|t| t["type"] == "function"));
+    // A deferred tool's name and description are counted as in the prompt.
+    let with = crate::openai_tokens::count("gpt-4o-mini", &deferred_request()).unwrap();
+    let without = crate::openai_tokens::count(
+        "gpt-4o-mini",
+        &ModelRequest {
+            deferred_tools: Vec::new(),
+            ..deferred_request()
+        },
+    )
+    .unwrap();
+    assert!(with > without);
+}
