@@ -111,8 +111,8 @@ fn catalog() -> Catalog {
 }
 
 #[derive(Default)]
-struct Backend {
-    calls: Mutex<Vec<String>>,
+pub(super) struct Backend {
+    pub(super) calls: Mutex<Vec<String>>,
 }
 
 impl ToolBackend for Backend {
@@ -204,7 +204,7 @@ fn call(id: &str, name: &str, input: Value) -> Content {
 }
 
 /// A first offer of `fs/read_file` alone (pinned, nothing ranked in), plus the search tool.
-fn config() -> AgentConfig {
+pub(super) fn config() -> AgentConfig {
     AgentConfig {
         max_tools: 0,
         pins: parse_pins(["fs/read_file"]).unwrap(),
@@ -212,7 +212,7 @@ fn config() -> AgentConfig {
     }
 }
 
-async fn run(
+pub(super) async fn run(
     model: Arc<dyn Model>,
     config: AgentConfig,
     request: RunRequest,
@@ -242,7 +242,7 @@ async fn run(
     (result, records, backend)
 }
 
-fn request(message: &str) -> RunRequest {
+pub(super) fn request(message: &str) -> RunRequest {
     RunRequest {
         message: message.into(),
         ..RunRequest::default()
