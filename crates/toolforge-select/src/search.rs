@@ -241,7 +241,10 @@ mod tests {
         let refs: Vec<&Tool> = tools.iter().collect();
         let search = ToolSearch::new(&refs);
         assert_eq!(names(&tools, &search.search("now", 3, |_| true)), ["Now"]);
-        assert_eq!(names(&tools, &search.search("about me", 3, |_| true)), ["AboutMe"]);
+        assert_eq!(
+            names(&tools, &search.search("about me", 3, |_| true)),
+            ["AboutMe"]
+        );
     }
 
     #[test]

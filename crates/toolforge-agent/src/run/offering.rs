@@ -76,7 +76,11 @@ impl Offering {
         }
         let leaves_out = prepared.searchable.iter().any(|&i| !offering.is_offered[i]);
         if discovery.search && searches_itself && leaves_out {
-            for &i in prepared.searchable.iter().filter(|&&i| !offering.is_offered[i]) {
+            for &i in prepared
+                .searchable
+                .iter()
+                .filter(|&&i| !offering.is_offered[i])
+            {
                 let spec = spec_of(prepared, i);
                 offering.deferred_of.insert(spec.name.clone(), i);
                 offering.deferred.push(spec);
