@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use toolforge_llm::{Content, ModelResponse};
 use toolforge_select::{Call, Resolved, Selection, ToolId};
 
-use super::offer::Prepared;
 use super::offering::{Found, Offering};
+use super::prepared::Prepared;
 use super::result::{SearchStep, raw_result, short};
 use super::{Agent, RunRequest, RunState, Step};
 use crate::backend::{ToolFailure, ToolOutput};

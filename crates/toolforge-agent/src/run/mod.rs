@@ -11,6 +11,7 @@ mod calls;
 mod config;
 mod offer;
 mod offering;
+mod prepared;
 mod provider_search;
 mod records;
 mod request;

@@ -15,7 +15,7 @@ use toolforge_llm::ToolSpec;
 use toolforge_select::search::{SearchArgs, SearchArgsError, ToolSearch};
 use toolforge_select::{Resolved, Tool, ToolId};
 
-use super::offer::Prepared;
+use super::prepared::Prepared;
 use crate::discovery::{
     Discovery, MAX_SEARCH_LIMIT, SEARCH_TOOL, SEARCH_TOOL_FALLBACK, search_tool_spec,
 };

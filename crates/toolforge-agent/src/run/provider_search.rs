@@ -7,8 +7,8 @@ use serde_json::Value;
 use toolforge_llm::{Content, ModelResponse};
 
 use super::calls::split_even;
-use super::offer::Prepared;
 use super::offering::Found;
+use super::prepared::Prepared;
 use super::result::SearchStep;
 use super::{Agent, RunRequest, RunState};
 use crate::trace::Searcher;

@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 use toolforge_llm::{InputBound, Message, ModelRequest, Role, StopReason, Usage};
 use tracing::Instrument as _;
 
-use super::offer::Prepared;
 use super::offering::Offering;
+use super::prepared::Prepared;
 use super::provider_search;
 use super::request::RunRequest;
 use super::result::{RunEvent, RunResult, halt_on_trace, parse_answer, partial_output};
