@@ -27,27 +27,35 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// A Redis on a loopback port of its own. `redis-server` cannot announce a port it picked
+/// (`--port 0` turns TCP off), so a free port is taken and, should another process bind it
+/// first (the server then exits), the start is tried again on another.
 pub async fn start_redis() -> Redis {
-    let port = free_port();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server is missing: run scripts/setup (it installs Redis)");
-    let redis = Redis {
-        child,
-        url: format!("redis://127.0.0.1:{port}/0"),
-    };
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(20) {
-        if RedisSessions::connect(&redis.url).await.is_ok() {
-            return redis;
+    for _ in 0..5 {
+        let port = free_port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is missing: run scripts/setup (it installs Redis)");
+        let mut redis = Redis {
+            child,
+            url: format!("redis://127.0.0.1:{port}/0"),
+        };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if RedisSessions::connect(&redis.url).await.is_ok() {
+                return redis;
+            }
+            if redis.child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("redis-server did not answer within 20 s");
+    panic!("redis-server did not answer on any of 5 ports within 20 s each");
 }
 
 #[tokio::test]
@@ -95,8 +103,8 @@ async fn a_redis_that_goes_away_reads_as_empty_history() {
     let s = RedisSessions::connect(&redis.url).await.unwrap();
     s.push("s", ToolId::new("srv", "t")).await;
     assert_eq!(s.history("s").await.len(), 1);
+    // Dropping it kills the server and waits until it has exited.
     drop(redis);
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let got = tokio::time::timeout(Duration::from_secs(10), s.history("s"))
         .await
         .expect("a dead Redis answers promptly");

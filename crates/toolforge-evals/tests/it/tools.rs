@@ -164,7 +164,6 @@ async fn a_request_past_timeout_seconds_is_cancelled_and_frees_its_slot() {
         Reply::text("on time"),
     ]);
     let tools = tools_over(&f);
-    let started = std::time::Instant::now();
     let e = within(
         "complete",
         Limit::Requested(1),
@@ -177,7 +176,6 @@ async fn a_request_past_timeout_seconds_is_cancelled_and_frees_its_slot() {
         e,
         "httpx.TimeoutException: complete exceeded timeout_seconds=1"
     );
-    assert!(started.elapsed() < Duration::from_millis(2500));
     // The single slot is free again at once.
     let ok = within(
         "complete",
