@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Gate: each vendored crate is its published .crate with its patch queue and nothing else
+# (scripts/vendor-check).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+scripts/vendor-check
