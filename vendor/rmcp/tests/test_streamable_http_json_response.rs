@@ -369,9 +369,9 @@ async fn stateless_sse_mode_default_unchanged() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
-async fn json_response_ignored_in_legacy_session_mode() -> anyhow::Result<()> {
+async fn initialize_keeps_sse_in_legacy_session_mode() -> anyhow::Result<()> {
     let ct = CancellationToken::new();
-    // json_response: true has no effect when legacy_session_mode: true — server still uses SSE
+    // The initialize request of a session is answered with SSE, json_response or not
     let (client, url, ct) = spawn_server(
         StreamableHttpServerConfig::default()
             .with_json_response(true)
@@ -397,9 +397,191 @@ async fn json_response_ignored_in_legacy_session_mode() -> anyhow::Result<()> {
         .unwrap_or("");
     assert!(
         content_type.contains("text/event-stream"),
-        "Stateful mode should always use SSE regardless of json_response, got: {content_type}"
+        "a session's initialize is answered with SSE, got: {content_type}"
     );
 
+    ct.cancel();
+    Ok(())
+}
+
+/// A tool that answers when `release` is notified.
+#[derive(Clone, Default)]
+struct GatedServer {
+    release: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl ServerHandler for GatedServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<rmcp::RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "gated" {
+            self.release.notified().await;
+        } else {
+            return ProgressServer.call_tool(request, context).await;
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text("done")]).into())
+    }
+}
+
+async fn spawn_session_server(
+    server: GatedServer,
+    config: StreamableHttpServerConfig,
+) -> (reqwest::Client, String, CancellationToken) {
+    let ct = config.cancellation_token.clone();
+    let service: StreamableHttpService<GatedServer, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let tcp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = tcp_listener.local_addr().unwrap();
+    tokio::spawn({
+        let ct = ct.clone();
+        async move {
+            let _ = axum::serve(tcp_listener, router)
+                .with_graceful_shutdown(async move { ct.cancelled_owned().await })
+                .await;
+        }
+    });
+    (reqwest::Client::new(), format!("http://{addr}/mcp"), ct)
+}
+
+/// Opens a session (initialize, then initialized) and returns its id.
+async fn open_session(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let response = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(INIT_BODY)
+        .send()
+        .await?;
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()?
+        .to_owned();
+    let _ = response.text().await?;
+    let response = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await?;
+    assert_eq!(response.status(), 202);
+    Ok(session)
+}
+
+async fn post_in_session(
+    client: &reqwest::Client,
+    url: &str,
+    session: &str,
+    body: &str,
+) -> anyhow::Result<reqwest::Response> {
+    Ok(client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-03-26")
+        .body(body.to_owned())
+        .send()
+        .await?)
+}
+
+fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+const CALL_BODY: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"terminal","arguments":{}}}"#;
+const GATED_CALL_BODY: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"gated","arguments":{}}}"#;
+
+#[tokio::test]
+async fn session_json_response_answers_a_plain_call_with_json() -> anyhow::Result<()> {
+    let ct = CancellationToken::new();
+    let (client, url, ct) = spawn_session_server(
+        GatedServer::default(),
+        StreamableHttpServerConfig::default()
+            .with_json_response(true)
+            .with_cancellation_token(ct.child_token()),
+    )
+    .await;
+    let session = open_session(&client, &url).await?;
+    let response = post_in_session(&client, &url, &session, CALL_BODY).await?;
+    assert_eq!(response.status(), 200);
+    assert!(
+        content_type(&response).contains("application/json"),
+        "a session's plain call is answered with JSON, got: {}",
+        content_type(&response)
+    );
+    let body: serde_json::Value = response.json().await?;
+    assert_eq!(body["id"], 2);
+    assert_eq!(body["result"]["content"][0]["text"], "done");
+    ct.cancel();
+    Ok(())
+}
+
+#[tokio::test]
+async fn session_json_response_falls_back_to_sse_for_progress() -> anyhow::Result<()> {
+    let ct = CancellationToken::new();
+    let (client, url, ct) = spawn_session_server(
+        GatedServer::default(),
+        StreamableHttpServerConfig::default()
+            .with_json_response(true)
+            .with_cancellation_token(ct.child_token()),
+    )
+    .await;
+    let session = open_session(&client, &url).await?;
+    let response = post_in_session(&client, &url, &session, CALL_WITH_PROGRESS_BODY).await?;
+    assert!(
+        content_type(&response).contains("text/event-stream"),
+        "progress before the answer keeps SSE, got: {}",
+        content_type(&response)
+    );
+    let body = response.text().await?;
+    let progress = body.find("notifications/progress").expect("the progress event");
+    let answer = body.find(r#""result""#).expect("the answer");
+    assert!(progress < answer, "progress first, then the answer: {body}");
+    ct.cancel();
+    Ok(())
+}
+
+#[tokio::test]
+async fn session_json_response_falls_back_to_sse_after_the_keep_alive_interval()
+-> anyhow::Result<()> {
+    let ct = CancellationToken::new();
+    let server = GatedServer::default();
+    let (client, url, ct) = spawn_session_server(
+        server.clone(),
+        StreamableHttpServerConfig::default()
+            .with_json_response(true)
+            .with_sse_keep_alive(Some(std::time::Duration::from_millis(20)))
+            .with_cancellation_token(ct.child_token()),
+    )
+    .await;
+    let session = open_session(&client, &url).await?;
+    // The call answers only when released, after its reply's head has come.
+    let response = post_in_session(&client, &url, &session, GATED_CALL_BODY).await?;
+    assert!(
+        content_type(&response).contains("text/event-stream"),
+        "a call longer than the keep-alive interval gets SSE, got: {}",
+        content_type(&response)
+    );
+    server.release.notify_one();
+    let body = response.text().await?;
+    assert!(body.contains(r#""text":"done""#), "{body}");
     ct.cancel();
     Ok(())
 }

@@ -53,7 +53,11 @@ fn spawn_call(
                 let _ = manager.initialize_session(&id, ping()).await;
             }
             StuckCall::CreateStream => {
-                let _ = manager.create_stream(&id, ping()).await;
+                // A request and its stream go to the worker in one event, so the push after
+                // the worker's queue is full waits.
+                for _ in 0..=manager.session_config.channel_capacity {
+                    let _ = manager.create_stream(&id, ping()).await;
+                }
             }
             StuckCall::CreateStandaloneStream => {
                 let _ = manager.create_standalone_stream(&id).await;

@@ -1,6 +1,6 @@
-//! The vendored rmcp deserializes its message unions (`ServerResult`, `ClientRequest`, ...) by
-//! trying only the variants a value's keys allow (`vendor/rmcp/PATCHED.md`). These tests hold it
-//! to the derived untagged `Deserialize` it replaced: each union is mirrored here with serde's
+//! The message unions (`ServerResult`, `ClientRequest`, ...) deserialize by trying only the
+//! variants a value's keys allow (`src/model/union_variant.rs`). These tests hold them to the
+//! derived untagged `Deserialize` they replaced: each union is mirrored here with serde's
 //! derive, and both parse the same values, valid ones and ones with a key taken out, a foreign
 //! key put in, or another shape; they must agree on the variant and on everything in it.
 

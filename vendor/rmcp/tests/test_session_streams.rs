@@ -1,13 +1,13 @@
-//! rmcp's local session manager, which the gateway's sessions wrap: a request sent into a
-//! session opens its own stream (primed, then answered on it), with or without an event store;
-//! a stream dropped before its answer does not stop the session; and a session ends after its
+//! The local session manager: a request sent into a session opens its own stream (primed,
+//! then answered on it), with or without an event store; a stream dropped before its answer
+//! does not stop the session; a closed session takes no request; and a session ends after its
 //! idle limit without events, not while it is in use.
+#![cfg(all(feature = "transport-streamable-http-server", not(feature = "local")))]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use parking_lot::Mutex;
 use rmcp::ServiceExt as _;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::SessionManager as _;
@@ -157,7 +157,7 @@ impl EventStore for Recorded {
         stream_id: &str,
         event: &ServerSseMessage,
     ) -> Result<String, EventStoreError> {
-        let mut events = self.0.lock();
+        let mut events = self.0.lock().unwrap();
         events.push((stream_id.to_owned(), event.clone()));
         Ok(format!("stored-{}", events.len()))
     }
@@ -177,7 +177,7 @@ async fn with_an_event_store_each_event_is_stored_before_it_is_sent() {
         panic!("expected a priming event and the answer, got {events:?}");
     };
     assert_eq!(answered_id(answer), json!(7));
-    let stored = store.0.lock();
+    let stored = store.0.lock().unwrap();
     let sent: Vec<_> = [priming, answer]
         .iter()
         .map(|event| event.event_id.clone().expect("event id"))

@@ -1,6 +1,6 @@
-//! The vendored rmcp's transports parse each JSON-RPC message with
-//! `JsonRpcMessage::from_json_slice`: the envelope's keys first, then the one shape they allow
-//! straight from the text (`vendor/rmcp/PATCHED.md`). These tests hold it to the derived
+//! The transports parse each JSON-RPC message with `JsonRpcMessage::from_json_slice`: the
+//! envelope's keys first, then the one shape they allow straight from the text. These tests
+//! hold it to the derived
 //! `Deserialize` every other caller uses: both parse the same texts, whole messages of each shape
 //! and ones with a key taken out, a key of another shape put in, a key repeated or escaped, or
 //! trailing text; they must give the same message, or the same error.
@@ -156,7 +156,7 @@ fn server_messages_parse_as_the_derived_deserialize_does() {
     agree_on(&server_messages(), ServerJsonRpcMessage::from_json_slice);
 }
 
-/// A request's `params` are read in one pass (`vendor/rmcp/src/model/params_with_meta.rs`): its
+/// A request's `params` are read in one pass (`src/model/params_with_meta.rs`): its
 /// `_meta` goes to the request's extensions, every other field to the parameters, as the
 /// derived parse (`_meta` beside a flattened field) did.
 #[test]
@@ -242,7 +242,7 @@ fn notification_parameters_keep_meta_apart() {
 }
 
 /// A request's `params` are written as one map, the message's `_meta` first and then the
-/// parameters' fields (`vendor/rmcp/src/model/params_fields.rs`), as rmcp wrote them through a
+/// parameters' fields (`src/model/params_fields.rs`), as rmcp wrote them through a
 /// `Value`: the same keys in the same order; parameters with a `_meta` of their own are merged
 /// as before, the message's keys winning.
 #[test]
