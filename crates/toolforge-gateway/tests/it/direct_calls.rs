@@ -239,15 +239,23 @@ async fn cancelling_a_call_answered_directly_reaches_its_handler() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_in_flight_keeps_its_session_past_the_idle_limit() {
-    let idle = Duration::from_secs(60);
+    let idle = Duration::from_secs(1);
     let tools = Tools::default();
     let sessions = sessions(idle);
     let service = service(&tools, &sessions, Duration::from_secs(15));
     let session = open(&service, json!({})).await;
     let waiting = tools.waiting.notified();
+    // Read without the deadlines of `send` and `answer`: on the paused clock below they would
+    // expire long before the call is meant to end.
     let in_flight = tokio::spawn({
         let (service, session) = (service.clone(), session.clone());
-        async move { answer(send(&service, post(Some(&session), call(60, "wait"))).await).await }
+        async move {
+            let response = service
+                .oneshot(post(Some(&session), call(60, "wait")))
+                .await
+                .expect("an HTTP answer");
+            text(response.map(Body::new)).await
+        }
     });
     waiting.await;
     // The clock is paused: time passes only while every task waits, so the reaper has looked
