@@ -376,7 +376,7 @@ pub fn mcp_service(
         // write instead of an SSE stream's three (headers and priming event, the event, the
         // end), in every mode. One whose handler sends anything first (progress, a request of
         // the client), or that takes longer than the keep-alive interval, gets the SSE stream.
-        // Sessions do this through the vendored rmcp's patch (`vendor/rmcp/PATCHED.md`).
+        // Sessions do this through the vendored rmcp's patch 0002 (`vendor/README.md`).
         .with_json_response(true);
     if opts.stateless {
         config = config.with_legacy_session_mode(false);

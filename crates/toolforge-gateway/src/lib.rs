@@ -7,6 +7,7 @@
 mod cache_hints;
 pub mod chat;
 pub mod console;
+mod direct_calls;
 pub mod drain;
 pub mod error;
 mod free_memory;
@@ -24,6 +25,7 @@ pub mod mrtr;
 pub mod openapi;
 pub mod parked;
 mod resource_uri;
+mod session_idle;
 mod spans;
 pub mod state_ledger;
 mod subscriptions;

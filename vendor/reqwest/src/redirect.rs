@@ -359,6 +359,32 @@ impl TowerPolicy<async_impl::body::Body, crate::Error> for TowerRedirectPolicy {
 }
 
 #[test]
+fn test_on_request_before_and_after_a_redirect() {
+    fn request(uri: &str) -> http::Request<async_impl::body::Body> {
+        let mut req = http::Request::new(async_impl::body::Body::empty());
+        *req.uri_mut() = uri.parse().unwrap();
+        req.headers_mut()
+            .insert(AUTHORIZATION, HeaderValue::from_static("secret"));
+        req
+    }
+    let mut policy = TowerRedirectPolicy::new(Policy::default());
+    policy.with_referer(true);
+
+    // A first request: nothing to compare it with, so it is left as it is.
+    let mut first = request("http://a.example/start");
+    policy.on_request(&mut first);
+    assert_eq!(first.headers()[AUTHORIZATION], "secret");
+    assert!(first.headers().get(REFERER).is_none());
+
+    // After a redirect to another host: credentials dropped, the referer set.
+    policy.urls.push(Url::parse("http://a.example/start").unwrap());
+    let mut next = request("http://b.example/next");
+    policy.on_request(&mut next);
+    assert!(next.headers().get(AUTHORIZATION).is_none());
+    assert_eq!(next.headers()[REFERER], "http://a.example/start");
+}
+
+#[test]
 fn test_redirect_policy_limit() {
     let policy = Policy::default();
     let next = Url::parse("http://x.y/z").unwrap();

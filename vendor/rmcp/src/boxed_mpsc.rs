@@ -1,4 +1,4 @@
-//! Bounded channels whose messages travel boxed (toolforge patch).
+//! Bounded channels whose messages travel boxed.
 //!
 //! A tokio channel allocates its slots 32 at a time, the first block when it is made: a
 //! channel of 500-byte MCP messages holds 16 KB from its creation, idle or not. A session
@@ -72,5 +72,43 @@ impl<T> Receiver<T> {
     /// Whether every sender is gone.
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn messages_arrive_in_order_up_to_the_capacity() {
+        let (tx, mut rx) = channel::<String>(2);
+        tx.send("a".to_owned()).await.unwrap();
+        tx.try_send("b".to_owned()).unwrap();
+        match tx.try_send("c".to_owned()) {
+            Err(TrySendError::Full(refused)) => assert_eq!(refused, "c"),
+            other => panic!("a full channel took a message: {other:?}"),
+        }
+        assert_eq!(rx.recv().await.as_deref(), Some("a"));
+        assert_eq!(rx.recv().await.as_deref(), Some("b"));
+    }
+
+    #[tokio::test]
+    async fn a_closed_channel_hands_the_message_back() {
+        let (tx, rx) = channel::<String>(1);
+        drop(rx);
+        assert!(tx.is_closed());
+        let SendError(refused) = tx.send("a".to_owned()).await.unwrap_err();
+        assert_eq!(refused, "a");
+        match tx.try_send("b".to_owned()) {
+            Err(TrySendError::Closed(refused)) => assert_eq!(refused, "b"),
+            other => panic!("a closed channel took a message: {other:?}"),
+        }
+
+        let (tx, mut rx) = channel::<u8>(1);
+        tx.send(1).await.unwrap();
+        drop(tx);
+        assert!(rx.is_closed());
+        assert_eq!(rx.recv().await, Some(1), "what was sent is still received");
+        assert_eq!(rx.recv().await, None);
     }
 }

@@ -4524,7 +4524,7 @@ impl CallToolResult {
     /// # About json schema validation
     /// Since rust is a strong type language, we don't need to do json schema validation here.
     ///
-    /// But if you do have to validate the response data, you can use [`jsonschema`](https://docs.rs/jsonschema) crate.
+    /// But if you do have to validate the response data, you can use [`jsonschema`](https://crates.io/crates/jsonschema) crate.
     pub fn into_typed<T>(self) -> Result<T, serde_json::Error>
     where
         T: DeserializeOwned,

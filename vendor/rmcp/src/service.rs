@@ -1187,14 +1187,6 @@ impl<R: ServiceRole, S: Service<R>> RunningService<R, S> {
     pub fn service(&self) -> &S {
         self.service.as_ref()
     }
-    /// The service, shared with the requests served without the loop (toolforge patch).
-    pub(crate) fn shared_service(&self) -> Arc<S> {
-        self.service.clone()
-    }
-    /// The token that ends the service (toolforge patch).
-    pub(crate) fn shared_cancellation_token(&self) -> CancellationToken {
-        self.cancellation_token.clone()
-    }
     #[inline]
     pub fn cancellation_token(&self) -> RunningServiceCancellationToken {
         RunningServiceCancellationToken(self.cancellation_token.clone())

@@ -17,6 +17,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::{Gateway, Session};
+use crate::mcp_sessions::DirectSlot;
 
 impl Gateway {
     /// The gateway's info for one client: the merged capabilities, and the `instructions` of
@@ -100,6 +101,10 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        // A session over `/mcp`: its plain calls may be answered without its worker.
+        if let Some(slot) = ctx.extensions.get::<DirectSlot<Gateway>>() {
+            slot.register(self.clone(), ctx.peer.clone());
+        }
         let mut sessions = self.shared.sessions.lock();
         // Ended sessions (closed, or expired idle) give their memory back here too.
         sessions.retain(|s| !s.peer.is_transport_closed());

@@ -1,40 +1,35 @@
-//! A session's `tools/call` answered on the HTTP task, without the session's worker (the
-//! vendored rmcp's `direct.rs`, which the gateway's sessions allow): which calls take that path
-//! and which keep the worker, cancellation of such a call (no answer follows it), the session's
-//! idle clock, and the reply of a call that outlasts the keep-alive interval.
+//! A session's `tools/call` answered without the session's worker (`direct_calls.rs`, through
+//! the gateway's session manager): which calls take that path and which keep the worker,
+//! cancellation of such a call (no answer follows it), and the session's idle clock, which
+//! counts those calls and keeps a session with a call in flight.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, Response};
-use futures::Stream;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ContentBlock,
-    ErrorData, ServerCapabilities, ServerConfig, ServerJsonRpcMessage,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
-use rmcp::transport::WorkerTransport;
-use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
-};
-use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
-use rmcp::transport::streamable_http_server::{
-    SessionManager, StreamableHttpServerConfig, StreamableHttpService,
-};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use toolforge_gateway::SessionLimits;
+use toolforge_gateway::mcp_sessions::{CappedSessions, DirectSlot};
 use tower::ServiceExt as _;
 
 use crate::{mcp_post, rpc, text};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// Two tools: `echo` answers at once; `wait` answers when its call is cancelled.
+/// Two tools: `echo` answers at once; `wait` answers when its call is cancelled. Registers
+/// itself for calls without the worker unless `unregistered`.
 #[derive(Clone, Default)]
 struct Tools {
+    unregistered: bool,
     waiting: Arc<Notify>,
     cancelled: Arc<Notify>,
 }
@@ -42,6 +37,14 @@ struct Tools {
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        if let Some(slot) = ctx.extensions.get::<DirectSlot<Tools>>()
+            && !self.unregistered
+        {
+            slot.register(self.clone(), ctx.peer.clone());
+        }
     }
 
     async fn call_tool(
@@ -61,103 +64,17 @@ impl ServerHandler for Tools {
     }
 }
 
-/// rmcp's local sessions, counting the requests that went through a session's worker
-/// (`create_stream`) and the touches of calls answered without it.
-struct Counting {
-    inner: LocalSessionManager,
-    touch_interval: Option<Duration>,
-    streams: AtomicUsize,
-    touches: AtomicUsize,
+type Sessions = CappedSessions<Tools>;
+type Service = StreamableHttpService<Tools, Sessions>;
+
+fn sessions(idle: Duration) -> Arc<Sessions> {
+    Arc::new(CappedSessions::new(SessionLimits {
+        max_sessions: 10,
+        idle_timeout: idle,
+    }))
 }
 
-impl Counting {
-    fn new(touch_interval: Option<Duration>) -> Self {
-        Self {
-            inner: LocalSessionManager::default(),
-            touch_interval,
-            streams: AtomicUsize::new(0),
-            touches: AtomicUsize::new(0),
-        }
-    }
-
-    fn streams(&self) -> usize {
-        self.streams.load(Ordering::SeqCst)
-    }
-
-    fn touches(&self) -> usize {
-        self.touches.load(Ordering::SeqCst)
-    }
-}
-
-impl SessionManager for Counting {
-    type Error = LocalSessionManagerError;
-    type Transport = WorkerTransport<LocalSessionWorker>;
-
-    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        self.inner.create_session().await
-    }
-
-    async fn initialize_session(
-        &self,
-        id: &SessionId,
-        message: ClientJsonRpcMessage,
-    ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.inner.initialize_session(id, message).await
-    }
-
-    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        self.inner.has_session(id).await
-    }
-
-    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.inner.close_session(id).await
-    }
-
-    async fn create_stream(
-        &self,
-        id: &SessionId,
-        message: ClientJsonRpcMessage,
-    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.streams.fetch_add(1, Ordering::SeqCst);
-        self.inner.create_stream(id, message).await
-    }
-
-    async fn accept_message(
-        &self,
-        id: &SessionId,
-        message: ClientJsonRpcMessage,
-    ) -> Result<(), Self::Error> {
-        self.inner.accept_message(id, message).await
-    }
-
-    async fn create_standalone_stream(
-        &self,
-        id: &SessionId,
-    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_standalone_stream(id).await
-    }
-
-    async fn resume(
-        &self,
-        id: &SessionId,
-        last_event_id: String,
-    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.resume(id, last_event_id).await
-    }
-
-    fn direct_touch_interval(&self) -> Option<Duration> {
-        self.touch_interval
-    }
-
-    async fn touch_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.touches.fetch_add(1, Ordering::SeqCst);
-        self.inner.touch_session(id).await
-    }
-}
-
-type Service = StreamableHttpService<Tools, Counting>;
-
-fn service(tools: &Tools, sessions: &Arc<Counting>, keep_alive: Duration) -> Service {
+fn service(tools: &Tools, sessions: &Arc<Sessions>, keep_alive: Duration) -> Service {
     let tools = tools.clone();
     let config = StreamableHttpServerConfig::default()
         .with_json_response(true)
@@ -219,10 +136,9 @@ fn call(id: u64, tool: &str) -> Value {
 
 #[tokio::test]
 async fn calls_are_answered_without_the_session_worker() {
-    let sessions = Arc::new(Counting::new(Some(Duration::from_secs(3600))));
+    let sessions = sessions(Duration::from_secs(3600));
     let service = service(&Tools::default(), &sessions, Duration::from_secs(15));
     let session = open(&service, json!({})).await;
-    let before = sessions.streams();
     for id in 10..15 {
         let response = send(&service, post(Some(&session), call(id, "echo"))).await;
         assert_eq!(
@@ -234,57 +150,52 @@ async fn calls_are_answered_without_the_session_worker() {
         assert_eq!(reply["id"], id, "{reply}");
         assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
     }
-    assert_eq!(
-        sessions.streams(),
-        before,
-        "no call went through the worker"
-    );
+    assert_eq!(sessions.direct_calls(), 5, "every call without the worker");
     let ping = json!({"jsonrpc": "2.0", "id": 20, "method": "ping"});
     let _ = answer(send(&service, post(Some(&session), ping)).await).await;
-    assert_eq!(sessions.streams(), before + 1, "other requests still do");
+    assert_eq!(sessions.direct_calls(), 5, "other requests take the worker");
 }
 
 #[tokio::test]
 async fn calls_that_may_get_more_than_their_answer_keep_the_worker() {
-    let sessions = Arc::new(Counting::new(Some(Duration::from_secs(3600))));
+    let sessions = sessions(Duration::from_secs(3600));
     let service = service(&Tools::default(), &sessions, Duration::from_secs(15));
     // A progress token: its notifications ride the call's own stream.
     let session = open(&service, json!({})).await;
-    let before = sessions.streams();
     let with_token = json!({
         "jsonrpc": "2.0", "id": 30, "method": "tools/call",
         "params": {"name": "echo", "_meta": {"progressToken": "p"}}
     });
     let reply = answer(send(&service, post(Some(&session), with_token)).await).await;
     assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
-    assert_eq!(sessions.streams(), before + 1);
+    assert_eq!(sessions.direct_calls(), 0);
     // A client the server may ask back (sampling, elicitation, roots): those requests ride the
     // call's stream too.
     for capability in ["sampling", "elicitation", "roots"] {
         let session = open(&service, json!({capability: {}})).await;
-        let before = sessions.streams();
         let reply = answer(send(&service, post(Some(&session), call(31, "echo"))).await).await;
         assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
-        assert_eq!(sessions.streams(), before + 1, "{capability}");
+        assert_eq!(sessions.direct_calls(), 0, "{capability}");
     }
-    // A manager that does not allow it keeps every request on the worker.
-    let sessions = Arc::new(Counting::new(None));
-    let service = self::service(&Tools::default(), &sessions, Duration::from_secs(15));
+    // A session whose handler did not register itself keeps every request on the worker.
+    let unregistered = Tools {
+        unregistered: true,
+        ..Tools::default()
+    };
+    let service = self::service(&unregistered, &sessions, Duration::from_secs(15));
     let session = open(&service, json!({})).await;
-    let before = sessions.streams();
-    let _ = answer(send(&service, post(Some(&session), call(32, "echo"))).await).await;
-    assert_eq!(sessions.streams(), before + 1);
-    assert_eq!(sessions.touches(), 0);
+    let reply = answer(send(&service, post(Some(&session), call(32, "echo"))).await).await;
+    assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
+    assert_eq!(sessions.direct_calls(), 0);
 }
 
 #[tokio::test]
 async fn cancelling_a_call_answered_directly_reaches_its_handler() {
     let tools = Tools::default();
-    let sessions = Arc::new(Counting::new(Some(Duration::from_secs(3600))));
+    let sessions = sessions(Duration::from_secs(3600));
     // A keep-alive interval shorter than the call: its reply turns into an SSE stream.
     let service = service(&tools, &sessions, Duration::from_millis(50));
     let session = open(&service, json!({})).await;
-    let before = sessions.streams();
     let waiting = tools.waiting.notified();
     let in_flight = tokio::spawn({
         let (service, session) = (service.clone(), session.clone());
@@ -293,6 +204,11 @@ async fn cancelling_a_call_answered_directly_reaches_its_handler() {
     tokio::time::timeout(DEADLINE, waiting)
         .await
         .expect("the call starts");
+    assert_eq!(
+        sessions.direct_calls(),
+        1,
+        "the call did not take the worker"
+    );
     // The reply's head comes once the keep-alive interval has passed: an SSE stream.
     let response = tokio::time::timeout(DEADLINE, in_flight)
         .await
@@ -319,29 +235,69 @@ async fn cancelling_a_call_answered_directly_reaches_its_handler() {
         !body.contains("jsonrpc"),
         "no answer to a cancelled call: {body}"
     );
-    assert_eq!(
-        sessions.streams(),
-        before,
-        "the call did not take the worker"
-    );
 }
 
-#[tokio::test]
-async fn calls_answered_directly_touch_the_session_at_its_interval() {
-    // Every call touches when the interval is zero.
-    let sessions = Arc::new(Counting::new(Some(Duration::ZERO)));
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_keeps_its_session_past_the_idle_limit() {
+    let idle = Duration::from_secs(1);
+    let tools = Tools::default();
+    let sessions = sessions(idle);
+    let service = service(&tools, &sessions, Duration::from_secs(15));
+    let session = open(&service, json!({})).await;
+    let waiting = tools.waiting.notified();
+    // Read without the deadlines of `send` and `answer`: on the paused clock below they would
+    // expire long before the call is meant to end.
+    let in_flight = tokio::spawn({
+        let (service, session) = (service.clone(), session.clone());
+        async move {
+            let response = service
+                .oneshot(post(Some(&session), call(60, "wait")))
+                .await
+                .expect("an HTTP answer");
+            text(response.map(Body::new)).await
+        }
+    });
+    waiting.await;
+    // The clock is paused: time passes only while every task waits, so the reaper has looked
+    // many times when this returns.
+    tokio::time::sleep(idle * 5).await;
+    assert_eq!(
+        sessions.open().await,
+        1,
+        "a session with a call in flight stays"
+    );
+    // The session's end cancels the call: a session closed by its client.
+    let cancelled = tools.cancelled.notified();
+    let delete = Request::delete("/mcp")
+        .header("host", "127.0.0.1")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(Body::empty())
+        .unwrap();
+    let _ = send(&service, delete).await;
+    cancelled.await;
+    let _ = in_flight.await;
+    assert_eq!(sessions.open().await, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_used_only_for_direct_calls_stays_and_an_idle_one_ends() {
+    let idle = Duration::from_secs(60);
+    let sessions = sessions(idle);
     let service = service(&Tools::default(), &sessions, Duration::from_secs(15));
     let session = open(&service, json!({})).await;
-    for id in 50..53 {
-        let _ = answer(send(&service, post(Some(&session), call(id, "echo"))).await).await;
+    // A call every half limit for five limits: only the calls keep the session.
+    for id in 70..80 {
+        tokio::time::sleep(idle / 2).await;
+        let reply = answer(send(&service, post(Some(&session), call(id, "echo"))).await).await;
+        assert_eq!(reply["id"], id, "{reply}");
     }
-    assert_eq!(sessions.touches(), 3);
-    // None within the interval after the session came up.
-    let sessions = Arc::new(Counting::new(Some(Duration::from_secs(3600))));
-    let service = self::service(&Tools::default(), &sessions, Duration::from_secs(15));
-    let session = open(&service, json!({})).await;
-    for id in 54..57 {
-        let _ = answer(send(&service, post(Some(&session), call(id, "echo"))).await).await;
-    }
-    assert_eq!(sessions.touches(), 0);
+    assert_eq!(sessions.direct_calls(), 10);
+    assert_eq!(sessions.open().await, 1);
+    // Idle for a limit and a half: the reaper, every quarter limit, has ended it.
+    tokio::time::sleep(idle * 3 / 2).await;
+    assert_eq!(sessions.open().await, 0, "the idle session ended");
+    let ping = json!({"jsonrpc": "2.0", "id": 90, "method": "ping"});
+    let response = send(&service, post(Some(&session), ping)).await;
+    assert_eq!(response.status(), 404, "and is gone");
 }

@@ -7,7 +7,6 @@ mod direct_calls;
 mod limits;
 mod list_cache;
 mod listener;
-mod session_streams;
 mod sessions;
 
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! `/mcp` sessions: the cap, idle expiry (also for a session used only for tool calls, which
-//! are answered without the session's worker), and request ids reused while in flight.
+//! are answered without the session's worker: the gateway's own idle clock counts them), and
+//! request ids reused while in flight.
 
 use std::time::Duration;
 
@@ -70,7 +71,7 @@ async fn a_session_used_only_for_tool_calls_outlives_its_idle_limit() {
     let (status, _) = send(&router, mcp_post(Some(&session), ping(1))).await;
     assert_eq!(status, 200);
     // Nothing but calls for four idle limits (paced, not synchronised, by the sleep): each is
-    // answered without the session's worker, so only their touches keep the session open.
+    // answered without the session's worker, and only the session manager's clock sees them.
     let end = tokio::time::Instant::now() + idle * 4;
     let mut id = 2;
     while tokio::time::Instant::now() < end {

@@ -3159,6 +3159,48 @@ fn same_uri(uri: &http::Uri, url: &Url) -> bool {
         && url.fragment().is_none()
 }
 
+#[cfg(test)]
+mod same_uri_tests {
+    use super::same_uri;
+    use crate::Url;
+
+    fn uri_of(url: &Url) -> http::Uri {
+        url.as_str().parse().unwrap()
+    }
+
+    #[test]
+    fn a_url_is_the_uri_it_was_sent_as() {
+        for text in [
+            "http://127.0.0.1:8000/mcp",
+            "https://example.com/",
+            "http://example.com/a/b?q=1&r=%20",
+            "http://[::1]:8080/x",
+            "http://user:pass@example.com:81/p",
+        ] {
+            let url = Url::parse(text).unwrap();
+            assert!(same_uri(&uri_of(&url), &url), "{text}");
+        }
+    }
+
+    #[test]
+    fn another_uri_or_a_fragment_is_not() {
+        let url = Url::parse("http://example.com/a?q=1").unwrap();
+        for other in [
+            "https://example.com/a?q=1",
+            "http://example.org/a?q=1",
+            "http://example.com:81/a?q=1",
+            "http://example.com/b?q=1",
+            "http://example.com/a?q=2",
+            "http://example.com/a",
+        ] {
+            let uri: http::Uri = other.parse().unwrap();
+            assert!(!same_uri(&uri, &url), "{other}");
+        }
+        let with_fragment = Url::parse("http://example.com/a?q=1#f").unwrap();
+        assert!(!same_uri(&uri_of(&url), &with_fragment));
+    }
+}
+
 impl fmt::Debug for Pending {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self.inner {

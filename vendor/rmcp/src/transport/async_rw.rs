@@ -1050,4 +1050,41 @@ mod test {
             }),
         );
     }
+
+    #[tokio::test]
+    async fn a_big_message_does_not_keep_its_line_buffer() {
+        use tokio::io::AsyncWriteExt;
+
+        use crate::{RoleServer, transport::Transport};
+
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let (server_r, server_w) = tokio::io::split(server_io);
+        let (_client_r, mut client_w) = tokio::io::split(client_io);
+        let mut transport = AsyncRwTransport::<RoleServer, _, _>::new(server_r, server_w);
+
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"t\",\"arguments\":{{\"text\":\"{}\"}}}}}}\n",
+            "x".repeat(1024 * 1024)
+        );
+        let writer = tokio::spawn(async move {
+            client_w.write_all(big.as_bytes()).await.unwrap();
+            client_w
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n")
+                .await
+                .unwrap();
+            client_w
+        });
+
+        let first = transport.receive().await.expect("the big message");
+        assert_eq!(serde_json::to_value(&first).unwrap()["id"], 1);
+        assert!(
+            transport.line_buf.capacity() <= RETAINED_LINE_CAPACITY,
+            "a buffer of {} bytes kept after a big message",
+            transport.line_buf.capacity()
+        );
+        let second = transport.receive().await.expect("the next message");
+        assert_eq!(serde_json::to_value(&second).unwrap()["id"], 2);
+        assert!(transport.line_buf.capacity() <= RETAINED_LINE_CAPACITY);
+        drop(writer.await.unwrap());
+    }
 }

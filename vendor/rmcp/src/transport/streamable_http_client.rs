@@ -850,9 +850,9 @@ impl<C: StreamableHttpClient> StreamableHttpClientWorker<C> {
         pending_stream_response_ids.take(&id)
     }
 
-    // toolforge patch: the queued messages get the same tool-schema caching as
-    // `Event::ServerMessage`; without it a tools/list answer drained here never fills the
-    // SEP-2243 header cache, and later tools/call requests lack their Mcp-Param-* headers.
+    // The queued messages get the same tool-schema caching as `Event::ServerMessage`: without
+    // it a tools/list answer drained here never fills the SEP-2243 header cache, and later
+    // tools/call requests lack their Mcp-Param-* headers.
     async fn drain_queued_stream_messages(
         sse_worker_rx: &mut tokio::sync::mpsc::Receiver<ServerJsonRpcMessage>,
         context: &mut super::worker::WorkerContext<Self>,
@@ -2923,5 +2923,53 @@ mod tests {
 
         assert_eq!(matched_id, Some(string_id));
         assert_eq!(pending, HashSet::from([NumberOrString::Number(1)]));
+    }
+}
+
+#[cfg(all(test, feature = "transport-streamable-http-client-reqwest"))]
+mod drain_tests {
+    use super::*;
+    use crate::model::{ListToolsResult, Tool};
+
+    /// A `tools/list` answer left in the queue when its stream ended goes through the header
+    /// cache on its way to the handler, as one taken from the stream does.
+    #[tokio::test]
+    async fn a_drained_tools_list_answer_fills_the_header_cache() {
+        let (mut context, mut to_handler) =
+            WorkerContext::<StreamableHttpClientWorker<reqwest::Client>>::for_test();
+        let (queued, mut queue) = tokio::sync::mpsc::channel(4);
+        let schema = Arc::new(
+            serde_json::json!({
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}
+            })
+            .as_object()
+            .unwrap()
+            .clone(),
+        );
+        let list = ListToolsResult::with_all_items(vec![Tool::new_with_raw(
+            "regional",
+            None,
+            schema.clone(),
+        )]);
+        queued
+            .send(ServerJsonRpcMessage::response(
+                ServerResult::ListToolsResult(list),
+                RequestId::Number(1),
+            ))
+            .await
+            .unwrap();
+        let mut cache = HashMap::new();
+        StreamableHttpClientWorker::<reqwest::Client>::drain_queued_stream_messages(
+            &mut queue,
+            &mut context,
+            &mut HashSet::new(),
+            &mut cache,
+            &ProtocolVersion::STANDARD_HEADERS,
+        )
+        .await
+        .unwrap();
+        assert_eq!(cache.get("regional"), Some(&schema));
+        assert!(to_handler.recv().await.is_some(), "the answer reached the handler");
     }
 }

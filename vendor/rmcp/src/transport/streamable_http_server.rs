@@ -1,5 +1,3 @@
-#[cfg(all(feature = "transport-streamable-http-server", not(feature = "local")))]
-mod direct;
 pub mod session;
 #[cfg(all(feature = "transport-streamable-http-server", not(feature = "local")))]
 pub mod tower;

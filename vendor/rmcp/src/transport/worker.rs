@@ -300,6 +300,28 @@ pub struct WorkerContext<W: Worker> {
     control_generation: Arc<AtomicU64>,
 }
 
+#[cfg(test)]
+impl<W: Worker> WorkerContext<W> {
+    /// A context for a worker under test, with the receiving end of what it hands the
+    /// handler; nothing comes from the handler.
+    pub(crate) fn for_test() -> (
+        Self,
+        crate::boxed_mpsc::Receiver<RxJsonRpcMessage<W::Role>>,
+    ) {
+        let (to_handler_tx, to_handler_rx) = crate::boxed_mpsc::channel(16);
+        let (_, from_handler_rx) = crate::boxed_mpsc::channel(1);
+        let (_, control_from_handler_rx) = crate::boxed_mpsc::channel(1);
+        let context = Self {
+            to_handler_tx,
+            from_handler_rx,
+            control_from_handler_rx,
+            cancellation_token: CancellationToken::new(),
+            control_generation: Arc::default(),
+        };
+        (context, to_handler_rx)
+    }
+}
+
 impl<W: Worker> WorkerContext<W> {
     /// Return the local generation that newly created sends will capture.
     ///

@@ -171,22 +171,4 @@ pub trait SessionManager: Send + Sync + 'static {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         None
     }
-
-    /// Whether requests of this manager's sessions may be answered on the HTTP task instead of
-    /// through the session's worker (toolforge patch; `direct.rs` says which requests): `Some`
-    /// with how often such a request must [`touch_session`](Self::touch_session) to keep the
-    /// session from its idle limit, `None` (the default) to route every request through the
-    /// worker. Answer `None` when replies must be stored for resumption.
-    fn direct_touch_interval(&self) -> Option<std::time::Duration> {
-        None
-    }
-
-    /// Counts as activity against the session's idle limit, as a request through its worker
-    /// does (toolforge patch). The default does nothing.
-    fn touch_session(
-        &self,
-        _id: &SessionId,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        futures::future::ready(Ok(()))
-    }
 }

@@ -18,7 +18,6 @@ use pin_project_lite::pin_project;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::direct::{DirectSession, DirectSessions, Registration};
 use super::session::{
     EventStore, EventStoreError, RestoreOutcome, SessionId, SessionManager, SessionRestoreMarker,
     SessionState, SessionStore,
@@ -233,9 +232,9 @@ pub struct StreamableHttpServerConfig {
     /// When true, the server prefers `Content-Type: application/json` for
     /// simple request-response tools. If the handler emits a notification or
     /// request before the final response, the server falls back to
-    /// `text/event-stream` so no message is lost. In session mode (a
-    /// toolforge patch) the reply also falls back to `text/event-stream` when
-    /// no message comes within `sse_keep_alive`, so a long call gets pings.
+    /// `text/event-stream` so no message is lost. In session mode the reply
+    /// also falls back to `text/event-stream` when no message comes within
+    /// `sse_keep_alive`, so a long call gets pings.
     pub json_response: bool,
     /// Cancellation token for the Streamable HTTP server.
     ///
@@ -1186,6 +1185,54 @@ fn default_port(scheme: &str) -> Option<u16> {
     }
 }
 
+#[cfg(test)]
+mod parsed_allowed_hosts_tests {
+    use super::*;
+
+    fn hosts(list: &[&str]) -> Vec<String> {
+        list.iter().map(|host| (*host).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_parsed_list_decides_as_the_text_does() {
+        let allowed = hosts(&["localhost", "127.0.0.1:8080", "[::1]", "Example.COM", " "]);
+        let parsed = ParsedAllowedHosts::new(&allowed);
+        let unparsed = ParsedAllowedHosts::default();
+        let requests = [
+            ("localhost", None),
+            ("localhost", Some(3000)),
+            ("127.0.0.1", Some(8080)),
+            ("127.0.0.1", Some(8081)),
+            ("127.0.0.1", None),
+            ("::1", Some(3)),
+            ("example.com", None),
+            ("evil.example", None),
+        ];
+        for (host, port) in requests {
+            let host = normalize_authority(host, port);
+            assert_eq!(
+                host_is_allowed(&host, &allowed, &parsed),
+                host_is_allowed(&host, &allowed, &unparsed),
+                "{host:?}"
+            );
+        }
+        let localhost = normalize_authority("localhost", Some(9));
+        assert!(host_is_allowed(&localhost, &allowed, &parsed));
+        let evil = normalize_authority("evil.example", None);
+        assert!(!host_is_allowed(&evil, &allowed, &parsed));
+    }
+
+    #[test]
+    fn a_list_changed_after_parsing_is_read_again() {
+        let parsed = ParsedAllowedHosts::new(&hosts(&["localhost"]));
+        let changed = hosts(&["other.example"]);
+        let other = normalize_authority("other.example", None);
+        let localhost = normalize_authority("localhost", None);
+        assert!(host_is_allowed(&other, &changed, &parsed));
+        assert!(!host_is_allowed(&localhost, &changed, &parsed));
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AllowedPort {
     /// `:*`
@@ -1517,9 +1564,6 @@ pub struct StreamableHttpService<S, M> {
     pending_restores: Option<PendingRestores>,
     /// `config.allowed_hosts` parsed (each request's `Host` is checked against them).
     allowed_hosts: Arc<ParsedAllowedHosts>,
-    /// Sessions whose handshake is done, for the requests they answer on the HTTP task
-    /// (toolforge patch, `direct.rs`); empty unless the session manager allows it.
-    direct: DirectSessions<S>,
 }
 
 impl<S, M> Clone for StreamableHttpService<S, M> {
@@ -1530,7 +1574,6 @@ impl<S, M> Clone for StreamableHttpService<S, M> {
             service_factory: self.service_factory.clone(),
             pending_restores: self.pending_restores.clone(),
             allowed_hosts: self.allowed_hosts.clone(),
-            direct: self.direct.clone(),
         }
     }
 }
@@ -1611,57 +1654,10 @@ where
             service_factory: Arc::new(service_factory),
             pending_restores,
             allowed_hosts,
-            direct: Arc::default(),
         }
     }
     fn get_service(&self) -> Result<S, std::io::Error> {
         (self.service_factory)()
-    }
-
-    /// Where a new session registers for requests answered on the HTTP task; `None` when
-    /// replies are SSE or the session manager keeps every request on the worker (toolforge
-    /// patch, `direct.rs`).
-    fn direct_sessions(&self) -> Option<DirectSessions<S>> {
-        (self.config.json_response && self.session_manager.direct_touch_interval().is_some())
-            .then(|| self.direct.clone())
-    }
-
-    fn direct_session(&self, id: &SessionId) -> Option<Arc<DirectSession<S>>> {
-        self.direct
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(id)
-            .cloned()
-    }
-
-    /// Answers `message` on this task when it is a request its session may answer here
-    /// (`direct.rs`); else gives it back.
-    async fn answer_in_session(
-        &self,
-        session_id: &SessionId,
-        message: ClientJsonRpcMessage,
-    ) -> Result<HttpResult<BoxResponse>, ClientJsonRpcMessage> {
-        let direct = match &message {
-            ClientJsonRpcMessage::Request(request) => self
-                .direct_session(session_id)
-                .filter(|direct| direct.takes(request)),
-            _ => None,
-        };
-        let (direct, request) = match (direct, message) {
-            (Some(direct), ClientJsonRpcMessage::Request(request)) => (direct, request),
-            (_, message) => return Err(message),
-        };
-        if let Some(interval) = self.session_manager.direct_touch_interval()
-            && direct.claim_touch(interval)
-            && let Err(error) = self.session_manager.touch_session(session_id).await
-        {
-            return Ok(Err(internal_error_response("touch session")(error).into()));
-        }
-        let call = direct.start(request);
-        // No answer when the client cancelled the request: the stream then ends empty.
-        let answer = futures::stream::once(call)
-            .filter_map(|answer| std::future::ready(answer.map(ServerSseMessage::from_message)));
-        Ok(Ok(self.session_reply(answer).await))
     }
 
     fn persisted_stateless_stream(
@@ -1755,7 +1751,7 @@ where
         }
     }
 
-    /// A session request's reply (toolforge patch): `application/json` when the first message
+    /// A session request's reply: `application/json` when the first message
     /// on its stream is the final response and arrives within the keep-alive interval;
     /// otherwise the SSE stream, with what was read so far in front of it, so that no message
     /// is lost and a long call still gets keep-alive pings. Priming events (no message) are
@@ -1907,12 +1903,11 @@ where
         transport: M::Transport,
         init_done_tx: Option<tokio::sync::oneshot::Sender<()>>,
         cancellation_token: CancellationToken,
-        direct: Option<DirectSessions<S>>,
     ) where
         S: crate::ServerHandler + Send + 'static,
         M: SessionManager,
     {
-        // Each stage's future is boxed (toolforge patch): the task lives as long as the session,
+        // Each stage's future is boxed: the task lives as long as the session,
         // and unboxed its cell was sized for the largest stage, the handshake (about 21 KB per
         // idle session); boxed, the handshake's memory goes when the handshake is done.
         tokio::spawn(async move {
@@ -1928,16 +1923,6 @@ where
                     if let Some(tx) = init_done_tx {
                         let _ = tx.send(());
                     }
-                    // From here until the service ends, the session's requests may be
-                    // answered on the HTTP task.
-                    let _direct = direct.map(|sessions| {
-                        let session = DirectSession::new(
-                            svc.shared_service(),
-                            svc.peer().clone(),
-                            svc.shared_cancellation_token(),
-                        );
-                        Registration::new(sessions, session_id.clone(), session)
-                    });
                     let _ = Box::pin(svc.waiting()).await;
                 }
                 Err(e) => {
@@ -2087,7 +2072,6 @@ where
             transport,
             Some(init_done_tx),
             self.config.cancellation_token.child_token(),
-            self.direct_sessions(),
         );
 
         self.session_manager
@@ -2393,20 +2377,6 @@ where
                     }
                 }
 
-                // A client's cancellation of a request answered on the HTTP task reaches its
-                // handler here; the notification still goes to the session as before.
-                if let ClientJsonRpcMessage::Notification(notification) = &message
-                    && let ClientNotification::CancelledNotification(cancelled) =
-                        &notification.notification
-                    && let Some(request_id) = &cancelled.params.request_id
-                    && let Some(direct) = self.direct_session(&session_id)
-                {
-                    direct.cancel(request_id);
-                }
-                let message = match self.answer_in_session(&session_id, message).await {
-                    Ok(response) => return response,
-                    Err(message) => message,
-                };
                 match message {
                     ClientJsonRpcMessage::Request(_) => {
                         // Priming for request-wise streams is handled by the
@@ -2508,7 +2478,6 @@ where
                     transport,
                     None,
                     self.config.cancellation_token.child_token(),
-                    self.direct_sessions(),
                 );
                 // get initialize response
                 let response = self

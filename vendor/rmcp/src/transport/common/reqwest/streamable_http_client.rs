@@ -664,6 +664,40 @@ fn same_origin_redirect_policy() -> reqwest::redirect::Policy {
 }
 
 #[cfg(test)]
+mod request_to_tests {
+    use super::request_to;
+
+    #[test]
+    fn a_url_is_requested_as_given_parsed_or_kept() {
+        let client = reqwest::Client::new();
+        let uri = "http://127.0.0.1:8000/mcp";
+        for method in [reqwest::Method::POST, reqwest::Method::GET] {
+            let request = request_to(&client, method.clone(), uri).build().unwrap();
+            assert_eq!(request.url().as_str(), uri);
+            assert_eq!(request.method(), method);
+        }
+        // More URLs than a thread keeps: each is still requested as given.
+        for port in 9000..9020 {
+            let uri = format!("http://127.0.0.1:{port}/mcp?k=v");
+            let request = request_to(&client, reqwest::Method::POST, &uri).build().unwrap();
+            assert_eq!(request.url().as_str(), uri);
+        }
+        let again = request_to(&client, reqwest::Method::DELETE, uri).build().unwrap();
+        assert_eq!(again.url().as_str(), uri);
+    }
+
+    #[test]
+    fn text_that_is_no_url_is_refused_as_reqwest_refuses_it() {
+        let client = reqwest::Client::new();
+        let ours = request_to(&client, reqwest::Method::POST, "not a url").build();
+        let theirs = client.post("not a url").build();
+        let (ours, theirs) = (ours.unwrap_err(), theirs.unwrap_err());
+        assert!(ours.is_builder());
+        assert_eq!(ours.to_string(), theirs.to_string());
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use rstest::rstest;
 

@@ -108,11 +108,6 @@ impl SessionManager for LocalSessionManager {
         let sessions = self.sessions.read().await;
         Ok(sessions.contains_key(id))
     }
-    async fn touch_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        let handle = self.session_handle(id).await?;
-        handle.touch().await?;
-        Ok(())
-    }
     async fn create_stream(
         &self,
         id: &SessionId,
@@ -896,9 +891,6 @@ pub enum SessionEvent {
         responder: oneshot::Sender<Result<ServerJsonRpcMessage, SessionError>>,
     },
     Close,
-    /// Activity from a request answered without the worker (toolforge patch): it only moves
-    /// the session's idle clock, as every event does.
-    Touch,
     CloseSseStream {
         /// The HTTP request ID to close. If `None`, closes the standalone (common) stream.
         http_request_id: Option<HttpRequestId>,
@@ -940,15 +932,6 @@ impl LocalSessionHandle {
     pub async fn close(&self) -> Result<(), SessionError> {
         self.event_tx
             .send(SessionEvent::Close)
-            .await
-            .map_err(|_| SessionError::SessionServiceTerminated)?;
-        Ok(())
-    }
-
-    /// Counts as activity against the session's idle limit (toolforge patch).
-    pub async fn touch(&self) -> Result<(), SessionError> {
-        self.event_tx
-            .send(SessionEvent::Touch)
             .await
             .map_err(|_| SessionError::SessionServiceTerminated)?;
         Ok(())
@@ -1336,8 +1319,6 @@ impl Worker for LocalSessionWorker {
                 InnerEvent::FromHttpService(SessionEvent::Close) => {
                     return Err(WorkerQuitReason::TransportClosed);
                 }
-                // The loop has moved the idle clock already.
-                InnerEvent::FromHttpService(SessionEvent::Touch) => {}
                 InnerEvent::FromHttpService(SessionEvent::CloseSseStream {
                     http_request_id,
                     retry_interval,
