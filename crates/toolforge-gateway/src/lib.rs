@@ -6,6 +6,7 @@
 
 mod cache_hints;
 pub mod chat;
+pub mod consent;
 pub mod console;
 pub mod drain;
 pub mod error;
@@ -21,6 +22,7 @@ mod mcp_guard;
 pub mod mcp_sessions;
 pub mod metrics;
 pub mod mrtr;
+pub mod oauth;
 pub mod openapi;
 pub mod parked;
 mod resource_uri;

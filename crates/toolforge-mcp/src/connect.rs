@@ -21,6 +21,10 @@ use crate::upstream::Upstream;
 /// A running connection to one server.
 pub(crate) type Client = RunningService<RoleClient, Relay>;
 
+/// The HTTP client of a Streamable HTTP backend: the pool's keep-alive reqwest client, with the
+/// connection's credentials when the server has `"auth"`.
+pub(crate) type BackendHttp = crate::auth::Bearer<reqwest::Client>;
+
 pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String> {
     match &up.cfg.transport {
         Transport::Stdio {
@@ -74,7 +78,13 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             let cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(map)
                 .max_concurrent_requests(BACKEND_CALLS_IN_FLIGHT);
-            let client = backend_http_client(options.backend_proxy)?;
+            let client = match &up.credentials {
+                Some(credentials) => crate::auth::Bearer::new(
+                    backend_http_client(options.backend_proxy)?,
+                    credentials.clone(),
+                ),
+                None => crate::auth::Bearer::plain(backend_http_client(options.backend_proxy)?),
+            };
             let transport = match &up.direct {
                 Some(direct) => {
                     StreamableHttpClientTransport::with_direct_requests(client, cfg, direct.clone())
@@ -85,9 +95,19 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 .relay
                 .clone()
                 .serve_with_lifecycle(transport, lifecycle(up))
-                .await
-                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)));
-            remember(up, served)
+                .await;
+            match served {
+                Ok(client) => {
+                    *up.refused.lock() = None;
+                    remember(up, Ok(client))
+                }
+                Err(e) => {
+                    let refusal = crate::call::auth_refusal_of(&e);
+                    let message = format!("initialize at {url} failed: {}", init_error(e));
+                    *up.refused.lock() = refusal.map(|(_, challenge)| challenge);
+                    remember(up, Err(message))
+                }
+            }
         }
     }
 }
