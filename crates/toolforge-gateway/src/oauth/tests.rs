@@ -101,6 +101,8 @@ fn token(signer: &Signer, claims: &Value) -> String {
 }
 
 async fn resource(issuer: &LoopbackIssuer, required_scopes: &[&str]) -> Arc<OAuthResource> {
+    // As the binary does at start (reqwest is built without a TLS provider of its own).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = ResourceSettings {
         resource: RESOURCE.to_owned(),
         issuers: vec![issuer.url.clone()],
