@@ -12,7 +12,7 @@
 //! grant sealed per (server, principal), and tells the pool so the next call goes through.
 //!
 //! Both routes do their own identity checks, so the identity middleware lets them through
-//! ([`OPEN_PATHS`]). Bounded: at most [`MAX_LINKS`] links and [`MAX_FLOWS`] flows in flight.
+//! ([`crate::identity::CONSENT_PATHS`]). Bounded: at most [`MAX_LINKS`] links and [`MAX_FLOWS`] flows in flight.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,8 +28,6 @@ use toolforge_mcp::auth::{FlowRequest, Pending, UpstreamAuth};
 
 use crate::identity::Identity;
 
-/// Paths the identity middleware leaves to this module.
-pub const OPEN_PATHS: [&str; 2] = ["/oauth/start", "/oauth/callback"];
 /// How long a consent link is good for.
 pub const LINK_TTL: Duration = Duration::from_secs(600);
 /// How long a started flow waits for its callback.

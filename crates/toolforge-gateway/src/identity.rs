@@ -26,6 +26,8 @@ use toolforge_policy::Principal;
 /// because they tell nothing but the replica's state (no server names, tools or errors). A
 /// Kubernetes probe names the pod's address in `Host`, and HAProxy's check sends no token.
 pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
+/// The consent pages (`crate::consent`), which check who opens them themselves.
+pub const CONSENT_PATHS: [&str; 2] = ["/oauth/start", "/oauth/callback"];
 
 /// A bearer token longer than this is refused unread.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -316,23 +318,10 @@ impl Jwt {
                     return Ok(Principal::new(&data.claims.sub));
                 }
                 Ok(_) => return Err(AuthError::Invalid("the JWT's sub is empty".to_owned())),
-                Err(e) => last = AuthError::Invalid(jwt_problem(&e)),
+                Err(e) => last = AuthError::Invalid(crate::jwt_problem::jwt_problem(&e)),
             }
         }
         Err(last)
-    }
-}
-
-pub(crate) fn jwt_problem(e: &jsonwebtoken::errors::Error) -> String {
-    use jsonwebtoken::errors::ErrorKind;
-    match e.kind() {
-        ErrorKind::ExpiredSignature => "the JWT has expired".to_owned(),
-        ErrorKind::ImmatureSignature => "the JWT is not valid yet (nbf)".to_owned(),
-        ErrorKind::InvalidIssuer => "the JWT's issuer (iss) is not the expected one".to_owned(),
-        ErrorKind::InvalidAudience => "the JWT's audience (aud) is not this gateway".to_owned(),
-        ErrorKind::InvalidSignature => "the JWT's signature does not verify".to_owned(),
-        ErrorKind::MissingRequiredClaim(claim) => format!("the JWT has no {claim} claim"),
-        _ => format!("the JWT was refused ({e})"),
     }
 }
 
@@ -347,7 +336,7 @@ pub async fn authenticate(
     if path == "/openapi.json"
         || PROBE_PATHS.contains(&path)
         || path.starts_with(crate::oauth::metadata::WELL_KNOWN)
-        || crate::consent::OPEN_PATHS.contains(&path)
+        || CONSENT_PATHS.contains(&path)
     {
         return next.run(req).await;
     }

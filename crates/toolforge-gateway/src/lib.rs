@@ -14,6 +14,7 @@ mod free_memory;
 mod group_annotations;
 pub mod http;
 pub mod identity;
+mod jwt_problem;
 mod list_splice;
 pub mod listen;
 pub mod listener;

@@ -140,7 +140,7 @@ impl SqliteStore {
         PinStore::sqlite(self.conn.clone())
     }
 
-    /// The file's connection, for the other tables kept in it (`crate::auth::TokenStore`).
+    /// The file's connection, for the other tables kept in it (`crate::auth::store::TokenStore`).
     pub(crate) fn connection(&self) -> Arc<parking_lot::Mutex<rusqlite::Connection>> {
         self.conn.clone()
     }

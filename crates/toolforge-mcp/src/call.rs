@@ -150,13 +150,7 @@ pub struct CallFailure {
     pub not_retried: Option<GiveUp>,
 }
 
-/// Whom a request is made for: the principal, and the access token it came with (for a
-/// token exchange; never an API key).
-#[derive(Debug, Clone)]
-pub struct OnBehalf {
-    pub principal: String,
-    pub token: Option<crate::auth::AccessToken>,
-}
+pub use crate::on_behalf::OnBehalf;
 
 /// Who is calling, for relaying what the backend sends back during the call.
 #[derive(Debug, Clone, Default)]
@@ -392,7 +386,7 @@ async fn attempt_call(
 async fn direct_attempt(
     up: &Upstream,
     peer: &Peer<RoleClient>,
-    direct: &DirectRequests<crate::connect::BackendHttp>,
+    direct: &DirectRequests<crate::auth::bearer::BackendHttp>,
     params: &CallToolRequestParams,
     ctx: &CallContext,
     (deadline, cancel): (Instant, &CancellationToken),
@@ -420,10 +414,10 @@ async fn direct_attempt(
         }
         DirectOutcome::Failed(e) => {
             cancel_guard.peer = None;
-            if let Some((_, challenge)) = auth_refusal(&e) {
+            if let Some((_, challenge)) = crate::auth::refusal::auth_refusal(&e) {
                 return Some(Err((authorization_required(up, &challenge), None)));
             }
-            if let Some(reason) = credentials_failure(&e) {
+            if let Some(reason) = crate::auth::refusal::credentials_failure(&e) {
                 let error = CallError::CredentialsFailed {
                     server: server.to_owned(),
                     reason,
@@ -524,8 +518,8 @@ fn call_result(
 /// final: the server ran nothing, and the same credentials would be refused again).
 fn failed_answer(up: &Upstream, e: ServiceError) -> AttemptError {
     if let ServiceError::TransportSend(t) = &e
-        && (auth_refusal(t.error.as_ref()).is_some()
-            || credentials_failure(t.error.as_ref()).is_some())
+        && (crate::auth::refusal::auth_refusal(t.error.as_ref()).is_some()
+            || crate::auth::refusal::credentials_failure(t.error.as_ref()).is_some())
     {
         return (upstream_error(up, e), None);
     }
@@ -560,10 +554,10 @@ fn transport_error(server: &str, message: impl Into<String>) -> CallError {
 /// A failed request on `up` as the caller's error: an auth refusal is a consent request.
 fn upstream_error(up: &Upstream, e: ServiceError) -> CallError {
     if let ServiceError::TransportSend(t) = &e {
-        if let Some((_, challenge)) = auth_refusal(t.error.as_ref()) {
+        if let Some((_, challenge)) = crate::auth::refusal::auth_refusal(t.error.as_ref()) {
             return authorization_required(up, &challenge);
         }
-        if let Some(reason) = credentials_failure(t.error.as_ref()) {
+        if let Some(reason) = crate::auth::refusal::credentials_failure(t.error.as_ref()) {
             return CallError::CredentialsFailed {
                 server: up.cfg.name.clone(),
                 reason,
@@ -693,61 +687,6 @@ pub(crate) fn authorization_required(up: &Upstream, challenge: &str) -> CallErro
         principal: up.principal.clone().unwrap_or_default(),
         scope,
     }
-}
-
-/// The server's auth refusal behind a transport error: whether it was a 401 or a 403
-/// `insufficient_scope`, and its challenge (empty when the credentials had no token at all).
-pub(crate) fn auth_refusal(
-    e: &(dyn std::error::Error + 'static),
-) -> Option<(crate::auth::Refusal, String)> {
-    use crate::auth::Refusal;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(http) = c.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-            return match http {
-                StreamableHttpError::AuthRequired(a) => {
-                    Some((Refusal::Unauthorized, a.www_authenticate_header.clone()))
-                }
-                StreamableHttpError::InsufficientScope(i) => Some((
-                    Refusal::InsufficientScope,
-                    i.www_authenticate_header.clone(),
-                )),
-                StreamableHttpError::Auth(
-                    rmcp::transport::auth::AuthError::AuthorizationRequired,
-                ) => Some((Refusal::Unauthorized, String::new())),
-                _ => None,
-            };
-        }
-        cause = c.source();
-    }
-    None
-}
-
-/// [`auth_refusal`] of a failed connection attempt.
-pub(crate) fn auth_refusal_of(
-    e: &rmcp::service::ClientInitializeError,
-) -> Option<(crate::auth::Refusal, String)> {
-    match e {
-        rmcp::service::ClientInitializeError::TransportError { error, .. } => {
-            auth_refusal(error.error.as_ref())
-        }
-        _ => None,
-    }
-}
-
-/// The credentials' own failure behind a transport error (a token endpoint's refusal).
-fn credentials_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(StreamableHttpError::Auth(
-            rmcp::transport::auth::AuthError::AuthorizationFailed(m),
-        )) = c.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-        {
-            return Some(m.clone());
-        }
-        cause = c.source();
-    }
-    None
 }
 
 fn unavailable(up: &Upstream) -> CallError {

@@ -57,7 +57,7 @@ pub struct ServerConfig {
     /// Why the entry cannot be used (it is then disabled, and `/health` shows this).
     pub disabled_reason: Option<String>,
     /// How its tokens are obtained (`auth`; HTTP servers only).
-    pub auth: Option<crate::auth::UpstreamAuth>,
+    pub auth: Option<crate::auth::config::UpstreamAuth>,
 }
 
 /// How many connections the pool opens to a server (`"isolation"` in `mcp.servers.json`).

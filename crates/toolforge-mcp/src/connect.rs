@@ -21,10 +21,6 @@ use crate::upstream::Upstream;
 /// A running connection to one server.
 pub(crate) type Client = RunningService<RoleClient, Relay>;
 
-/// The HTTP client of a Streamable HTTP backend: the pool's keep-alive reqwest client, with the
-/// connection's credentials when the server has `"auth"`.
-pub(crate) type BackendHttp = crate::auth::Bearer<reqwest::Client>;
-
 pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Client, String> {
     match &up.cfg.transport {
         Transport::Stdio {
@@ -79,11 +75,13 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 .custom_headers(map)
                 .max_concurrent_requests(BACKEND_CALLS_IN_FLIGHT);
             let client = match &up.credentials {
-                Some(credentials) => crate::auth::Bearer::new(
+                Some(credentials) => crate::auth::bearer::Bearer::new(
                     backend_http_client(options.backend_proxy)?,
                     credentials.clone(),
                 ),
-                None => crate::auth::Bearer::plain(backend_http_client(options.backend_proxy)?),
+                None => {
+                    crate::auth::bearer::Bearer::plain(backend_http_client(options.backend_proxy)?)
+                }
             };
             let transport = match &up.direct {
                 Some(direct) => {
@@ -102,7 +100,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                     remember(up, Ok(client))
                 }
                 Err(e) => {
-                    let refusal = crate::call::auth_refusal_of(&e);
+                    let refusal = crate::auth::refusal::auth_refusal_of(&e);
                     let message = format!("initialize at {url} failed: {}", init_error(e));
                     *up.refused.lock() = refusal.map(|(_, challenge)| challenge);
                     remember(up, Err(message))

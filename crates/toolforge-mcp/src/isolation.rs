@@ -151,7 +151,7 @@ impl Isolated {
         &self,
         shared: &Arc<Upstream>,
         principal: &str,
-        credentials: impl FnOnce() -> crate::auth::Credentials,
+        credentials: impl FnOnce() -> crate::auth::token::Credentials,
     ) -> Result<Arc<Upstream>, String> {
         let key = (
             shared.cfg.name.clone(),

@@ -31,6 +31,7 @@ mod isolation;
 mod listed_tool;
 mod listen;
 mod lists;
+mod on_behalf;
 mod options;
 pub mod pins;
 pub mod pool;
@@ -45,9 +46,9 @@ mod upstream;
 
 pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
-pub use call::OnBehalf;
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use listed_tool::ListedTool;
+pub use on_behalf::OnBehalf;
 pub use options::BackendProxy;
 pub use pins::{Approval, PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{

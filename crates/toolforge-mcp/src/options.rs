@@ -23,7 +23,7 @@ pub struct PoolOptions {
     pub backend_proxy: BackendProxy,
     /// Where upstream OAuth grants are kept (none: in memory, sealed with a key of this
     /// process, lost when it stops).
-    pub tokens: Option<Arc<crate::auth::TokenStore>>,
+    pub tokens: Option<Arc<crate::auth::store::TokenStore>>,
 }
 
 /// Where HTTP requests to backends look for a proxy.

@@ -548,7 +548,7 @@ impl Pool {
     async fn principal_upstream(
         &self,
         up: &Arc<Upstream>,
-        on_behalf: Option<&call::OnBehalf>,
+        on_behalf: Option<&crate::on_behalf::OnBehalf>,
     ) -> Result<Option<Arc<Upstream>>, CallError> {
         let Some(auth) = up.cfg.auth.as_ref().filter(|a| a.per_principal()) else {
             return Ok(None);
@@ -560,14 +560,14 @@ impl Pool {
         let token = on_behalf.and_then(|o| o.token.as_ref());
         match credentials.ready(&up.cfg, &principal, token).await {
             Ok(()) => {}
-            Err(crate::auth::AuthFailure::AuthorizationRequired) => {
+            Err(crate::auth::token::AuthFailure::AuthorizationRequired) => {
                 return Err(CallError::AuthorizationRequired {
                     server: up.cfg.name.clone(),
                     principal,
                     scope: None,
                 });
             }
-            Err(crate::auth::AuthFailure::Failed(reason)) => {
+            Err(crate::auth::token::AuthFailure::Failed(reason)) => {
                 return Err(CallError::CredentialsFailed {
                     server: up.cfg.name.clone(),
                     reason,
@@ -857,8 +857,8 @@ fn credentials_for(
         return None;
     }
     let store = options.tokens.clone().unwrap_or_else(|| {
-        Arc::new(crate::auth::TokenStore::memory(
-            crate::auth::SealKey::random(),
+        Arc::new(crate::auth::store::TokenStore::memory(
+            crate::auth::seal::SealKey::random(),
         ))
     });
     let http = match crate::auth::pool::http_client() {

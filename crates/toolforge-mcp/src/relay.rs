@@ -92,7 +92,7 @@ pub struct Caller {
     pub asks: Option<Asks>,
     /// Whom the client's request is for (reads and prompts of a server with per-principal
     /// `"auth"` go over that principal's connection).
-    pub on_behalf: Option<crate::call::OnBehalf>,
+    pub on_behalf: Option<crate::on_behalf::OnBehalf>,
 }
 
 impl Caller {
@@ -111,7 +111,7 @@ impl Caller {
 
     /// The same caller, for `on_behalf`.
     #[must_use]
-    pub fn with_on_behalf(mut self, on_behalf: Option<crate::call::OnBehalf>) -> Self {
+    pub fn with_on_behalf(mut self, on_behalf: Option<crate::on_behalf::OnBehalf>) -> Self {
         self.on_behalf = on_behalf;
         self
     }

@@ -89,10 +89,10 @@ pub(crate) struct Upstream {
     pub peer: RwLock<Option<Peer<RoleClient>>>,
     /// An HTTP server's session, for `tools/call`s posted from the caller's task
     /// (`crate::call`); none for a stdio server.
-    pub direct: Option<DirectRequests<crate::connect::BackendHttp>>,
+    pub direct: Option<DirectRequests<crate::auth::bearer::BackendHttp>>,
     /// The tokens its HTTP requests carry (`"auth"`): the lists' identity on the shared
     /// connection, one principal's on a connection of its own.
-    pub credentials: Option<crate::auth::Credentials>,
+    pub credentials: Option<crate::auth::token::Credentials>,
     /// The server's challenge when the last connection attempt was refused for want of
     /// authorization (a call then fails at once with a consent request instead of waiting).
     pub refused: parking_lot::Mutex<Option<String>>,
@@ -178,7 +178,10 @@ impl Upstream {
 
     /// Sending the tokens of `credentials`.
     #[must_use]
-    pub fn with_credentials(mut self, credentials: Option<crate::auth::Credentials>) -> Self {
+    pub fn with_credentials(
+        mut self,
+        credentials: Option<crate::auth::token::Credentials>,
+    ) -> Self {
         self.credentials = credentials;
         self
     }

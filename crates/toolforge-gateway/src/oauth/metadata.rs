@@ -145,6 +145,15 @@ pub fn challenge(resource: &OAuthResource, challenge: Challenge<'_>) -> HeaderVa
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
 }
 
+impl OAuthResource {
+    /// The URL of the protected-resource metadata for the resource: RFC 9728's well-known
+    /// path with the resource's path appended.
+    #[must_use]
+    pub fn metadata_url(&self) -> String {
+        metadata_url(&self.settings.resource)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

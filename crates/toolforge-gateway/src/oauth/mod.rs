@@ -178,13 +178,6 @@ impl OAuthResource {
         &self.issuers
     }
 
-    /// The URL of the protected-resource metadata for the resource: RFC 9728's well-known
-    /// path with the resource's path appended.
-    #[must_use]
-    pub fn metadata_url(&self) -> String {
-        metadata::metadata_url(&self.settings.resource)
-    }
-
     /// Checks a bearer token.
     pub async fn verify(&self, token: &str) -> Result<TokenGrant, Refused> {
         let grant = if token.matches('.').count() == 2 {
@@ -254,7 +247,7 @@ impl OAuthResource {
             validation.leeway = LEEWAY_SECS;
             match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
                 Ok(data) => return self.grant(&issuer.issuer, &data.claims),
-                Err(e) => last = invalid(crate::identity::jwt_problem(&e)),
+                Err(e) => last = invalid(crate::jwt_problem::jwt_problem(&e)),
             }
         }
         Err(last)

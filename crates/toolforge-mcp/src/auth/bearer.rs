@@ -284,3 +284,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Bearer<C> {
         .await
     }
 }
+
+/// The HTTP client of a Streamable HTTP backend: the pool's keep-alive reqwest client, with the
+/// connection's credentials when the server has `"auth"`.
+pub(crate) type BackendHttp = Bearer<reqwest::Client>;

@@ -18,7 +18,7 @@ use rmcp::transport::auth::{
 };
 
 use super::endpoint::{ClientAuth, TokenEndpoint, now_secs};
-use super::store::Grant;
+use super::grant::Grant;
 use super::token::{AccessToken, AuthFailure};
 
 /// Who the client is to an authorization server.

@@ -14,25 +14,28 @@
 //! replicas), token exchange (RFC 8693; rmcp has none), and the refresh and client-credentials
 //! requests (one form POST each, without rmcp's discovery round trips per principal).
 
-mod bearer;
+pub mod bearer;
 pub mod config;
 pub mod endpoint;
 pub mod flow;
-mod headless;
+pub mod grant;
+pub mod headless;
 pub mod pool;
+pub(crate) mod refusal;
 pub mod seal;
 pub mod source;
 pub mod store;
-mod token;
+pub mod token;
 
 pub use bearer::{Bearer, MAX_RESENDS};
 pub use config::{OAuthSettings, ServiceSettings, UpstreamAuth};
 pub use endpoint::{ClientAuth, Target, TokenEndpoint};
 pub use flow::{Authorized, ClientIdentity, FlowRequest, Pending};
+pub use grant::Grant;
 pub use headless::{HEADLESS_REDIRECT_URI, Headless, MAX_FLOWS};
 pub use seal::{SealError, SealKey};
 pub use source::{ExchangeSource, Exchanges, GrantSource, ServiceSource};
-pub use store::{Grant, StoreError, TokenStore};
+pub use store::{StoreError, TokenStore};
 pub use token::{
     AccessToken, AuthFailure, AuthFuture, Challenge, Credentials, Refusal, TokenSource, param,
 };

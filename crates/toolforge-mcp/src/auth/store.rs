@@ -9,45 +9,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::endpoint::TokenEndpoint;
+pub use super::grant::Grant;
 use super::seal::{self, SealKey};
-
-/// One principal's grant for one server. `Debug` shows no token.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct Grant {
-    pub access_token: String,
-    #[serde(default)]
-    pub refresh_token: Option<String>,
-    /// When the access token expires (seconds since the epoch), when known.
-    #[serde(default)]
-    pub expires_at: Option<u64>,
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// The authorization server that issued it.
-    #[serde(default)]
-    pub issuer: Option<String>,
-    /// Where to refresh it, and as which client.
-    pub endpoint: TokenEndpoint,
-    /// The `resource` it was asked for (RFC 8707), sent again on refresh.
-    #[serde(default)]
-    pub resource: Option<String>,
-    /// When it was obtained (seconds since the epoch).
-    pub obtained_at: u64,
-}
-
-impl std::fmt::Debug for Grant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grant")
-            .field("expires_at", &self.expires_at)
-            .field("scopes", &self.scopes)
-            .field("issuer", &self.issuer)
-            .field("endpoint", &self.endpoint)
-            .field("refreshable", &self.refresh_token.is_some())
-            .finish_non_exhaustive()
-    }
-}
 
 /// Why the store failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -127,7 +90,7 @@ impl TokenStore {
     ///
     /// # Errors
     /// The table cannot be created.
-    pub fn sqlite(cache: &crate::SqliteStore, key: SealKey) -> Result<Self, StoreError> {
+    pub fn sqlite(cache: &crate::cache::SqliteStore, key: SealKey) -> Result<Self, StoreError> {
         Self::sqlite_connection(cache.connection(), key)
     }
 
@@ -135,7 +98,10 @@ impl TokenStore {
     ///
     /// # Errors
     /// The table cannot be created.
-    pub fn in_cache(cache: &crate::CatalogCache, key: SealKey) -> Option<Result<Self, StoreError>> {
+    pub fn in_cache(
+        cache: &crate::cache::CatalogCache,
+        key: SealKey,
+    ) -> Option<Result<Self, StoreError>> {
         cache
             .sqlite_connection()
             .map(|conn| Self::sqlite_connection(conn, key))
@@ -391,7 +357,7 @@ async fn blocking<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::endpoint::ClientAuth;
+    use crate::auth::endpoint::{ClientAuth, TokenEndpoint};
 
     fn grant(token: &str) -> Grant {
         Grant {
@@ -455,7 +421,7 @@ mod tests {
     async fn grants_round_trip_per_server_and_principal() {
         round_trip(&TokenStore::memory(SealKey::random())).await;
         let dir = tempfile::tempdir().unwrap();
-        let cache = crate::SqliteStore::open(&dir.path().join("cache.db")).unwrap();
+        let cache = crate::cache::SqliteStore::open(&dir.path().join("cache.db")).unwrap();
         round_trip(&TokenStore::sqlite(&cache, SealKey::random()).unwrap()).await;
     }
 
@@ -465,7 +431,7 @@ mod tests {
         let path = dir.path().join("cache.db");
         let key = SealKey::random();
         {
-            let cache = crate::SqliteStore::open(&path).unwrap();
+            let cache = crate::cache::SqliteStore::open(&path).unwrap();
             let store = TokenStore::sqlite(&cache, key.clone()).unwrap();
             store
                 .save("github", "alice", &grant("alice-token"))
@@ -478,7 +444,7 @@ mod tests {
             assert!(!bytes.windows(needle.len()).any(|w| w == needle));
             assert!(!wal.windows(needle.len()).any(|w| w == needle));
         }
-        let cache = crate::SqliteStore::open(&path).unwrap();
+        let cache = crate::cache::SqliteStore::open(&path).unwrap();
         let reopened = TokenStore::sqlite(&cache, key).unwrap();
         assert_eq!(
             reopened
