@@ -3,7 +3,11 @@
 # `toolforge client`: the 2026-07-28 scenarios `tools_call`, `request-metadata`,
 # `sep-2322-client-request-state`, `http-standard-headers`, `http-custom-headers`,
 # `http-invalid-tool-headers`, `json-schema-ref-no-deref`, `json-schema-2020-12-preservation`,
-# and the 2025-11-25 ones `initialize`, `sse-retry`, `elicitation-sep1034-client-defaults`.
+# and the 2025-11-25 ones `initialize`, `sse-retry`, `elicitation-sep1034-client-defaults`;
+# and every `auth/*` scenario the suite lists: the 14 of 2025-11-25 at both revisions, the 11
+# added in 2026-07-28 at that one (the client runs the OAuth flow on its own, following the
+# authorization redirect itself, with the credentials some scenarios pass in
+# MCP_CONFORMANCE_CONTEXT).
 # The suite starts a mock server per scenario and runs the client with the mock's URL appended.
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
@@ -34,21 +38,33 @@ scenarios=(
   "sse-retry 2025-11-25"
   "elicitation-sep1034-client-defaults 2025-11-25"
 )
+for scenario in metadata-default metadata-var1 metadata-var2 metadata-var3 basic-cimd \
+  scope-from-www-authenticate scope-from-scopes-supported scope-omitted-when-undefined \
+  scope-step-up scope-retry-limit token-endpoint-auth-basic token-endpoint-auth-post \
+  token-endpoint-auth-none pre-registration; do
+  scenarios+=("auth/$scenario 2025-11-25" "auth/$scenario 2026-07-28")
+done
+for scenario in resource-mismatch offline-access-scope offline-access-not-supported \
+  authorization-server-migration iss-supported iss-not-advertised iss-supported-missing \
+  iss-wrong-issuer iss-unexpected iss-normalized metadata-issuer-mismatch; do
+  scenarios+=("auth/$scenario 2026-07-28")
+done
 for entry in "${scenarios[@]}"; do
   read -r scenario revision <<<"$entry"
   total=$((total + 1))
-  out="$work/$scenario.out"
+  name=${scenario//\//_}
+  out="$work/$name.out"
   "$node" "$suite" client --command "$bin client --timeout 20" --scenario "$scenario" \
-    --spec-version "$revision" -o "$work/$scenario" >"$out" 2>&1
+    --spec-version "$revision" -o "$work/$name" >"$out" 2>&1
   rc=$?
-  failures=$(grep -rl '"status": "FAILURE"' "$work/$scenario" 2>/dev/null | wc -l)
+  failures=$(grep -rl '"status": "FAILURE"' "$work/$name" 2>/dev/null | wc -l)
   if [ "$rc" -eq 0 ] && [ "$failures" -eq 0 ]; then
     passed=$((passed + 1))
     echo "conformance-client gate: $scenario ($revision): passed"
   else
     status=1
     echo "conformance-client gate: $scenario ($revision): FAILED (exit $rc)"
-    grep -rh '"errorMessage"' "$work/$scenario" 2>/dev/null | head -10 >&2
+    grep -rh '"errorMessage"' "$work/$name" 2>/dev/null | head -10 >&2
     tail -n 30 "$out" >&2
   fi
 done

@@ -51,6 +51,19 @@ pub trait ToolBackend: Send + Sync {
         arguments: Map<String, Value>,
         cancel: Option<CancellationToken>,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolFailure>>;
+    /// Calls `server`'s `tool` for `on_behalf` (a server with per-principal `"auth"` is
+    /// reached with that principal's own token); backends without identities ignore it.
+    fn call_for<'a>(
+        &'a self,
+        on_behalf: toolforge_mcp::OnBehalf,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Map<String, Value>,
+        cancel: Option<CancellationToken>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolFailure>> {
+        let _ = on_behalf;
+        self.call(server, tool, arguments, cancel)
+    }
 }
 
 impl ToolBackend for Pool {
@@ -77,10 +90,26 @@ impl ToolBackend for Pool {
         arguments: Map<String, Value>,
         cancel: Option<CancellationToken>,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolFailure>> {
+        let anonymous = toolforge_mcp::OnBehalf {
+            principal: toolforge_policy::Principal::anonymous().to_string(),
+            token: None,
+        };
+        self.call_for(anonymous, server, tool, arguments, cancel)
+    }
+
+    fn call_for<'a>(
+        &'a self,
+        on_behalf: toolforge_mcp::OnBehalf,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Map<String, Value>,
+        cancel: Option<CancellationToken>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolFailure>> {
         Box::pin(async move {
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
             let ctx = CallContext {
                 cancel,
+                on_behalf: Some(on_behalf),
                 ..CallContext::default()
             };
             match self.call_tool(server, params, ctx).await {

@@ -338,6 +338,9 @@ async fn chat_route(
 ) -> Result<Response, ApiError> {
     let mut request = body.into_run()?;
     request.principal = crate::identity::principal_of(&extensions);
+    request.caller_token = extensions
+        .get::<crate::identity::CallerToken>()
+        .map(|t| t.0.clone());
     request.visibility = Some(state.visibility(&uri, &headers, &request.principal));
     let (handle, _guard) = spawn_run(&state, request, None);
     let result = join(handle).await?;
@@ -363,6 +366,9 @@ async fn chat_stream_route(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut request = body.into_run()?;
     request.principal = crate::identity::principal_of(&extensions);
+    request.caller_token = extensions
+        .get::<crate::identity::CallerToken>()
+        .map(|t| t.0.clone());
     request.visibility = Some(state.visibility(&uri, &headers, &request.principal));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (handle, guard) = spawn_run(&state, request, Some(tx));

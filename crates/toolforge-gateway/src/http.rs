@@ -575,6 +575,12 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
             opts.metrics.clone(),
         ));
     }
+    if let Some(oauth) = opts.identity.as_ref().and_then(|i| i.oauth()).cloned() {
+        router = router.merge(crate::oauth::metadata::routes(oauth));
+    }
+    if let Some(consent) = shared.consent_routes() {
+        router = router.merge(consent);
+    }
     router = router.merge(crate::console::router::routes(
         shared.clone(),
         opts.agent.clone(),

@@ -1,10 +1,13 @@
 //! Who is calling: the bearer token of each HTTP request, checked against API keys
-//! (`--api-keys FILE`: one `KEY PRINCIPAL` per line) and JWTs signed by keys of a JWKS file
-//! (`--jwt-jwks FILE`: RS256 or ES256; `iss`, `aud` and `exp` checked; the principal is `sub`).
+//! (`--api-keys FILE`: one `KEY PRINCIPAL` per line), JWTs signed by keys of a JWKS file
+//! (`--jwt-jwks FILE`: RS256 or ES256; `iss`, `aud` and `exp` checked; the principal is `sub`),
+//! and access tokens of trusted OAuth issuers (`--oauth-issuer`, [`crate::oauth`]).
 //!
-//! With identity on, a request without a valid token gets 401 with `WWW-Authenticate: Bearer`;
-//! a valid one carries its [`Principal`] in the request's extensions, where visibility, policy,
-//! limits and traces read it. With identity off every request is `anonymous`.
+//! With identity on, a request without a valid token gets 401 with `WWW-Authenticate: Bearer`
+//! (pointing at the protected-resource metadata when OAuth is on); a valid one carries its
+//! [`Principal`] in the request's extensions, where visibility, policy, limits and traces read
+//! it, and a JWT's caller its [`CallerToken`] (for upstream token exchange; an API key is never
+//! handed on). With identity off every request is `anonymous`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +26,8 @@ use toolforge_policy::Principal;
 /// because they tell nothing but the replica's state (no server names, tools or errors). A
 /// Kubernetes probe names the pod's address in `Host`, and HAProxy's check sends no token.
 pub const PROBE_PATHS: [&str; 2] = ["/livez", "/readyz"];
+/// The consent pages (`crate::consent`), which check who opens them themselves.
+pub const CONSENT_PATHS: [&str; 2] = ["/oauth/start", "/oauth/callback"];
 
 /// A bearer token longer than this is refused unread.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -64,7 +69,13 @@ pub struct Identity {
     /// SHA-256 of each key -> its principal (keys are compared by digest, never kept).
     api_keys: HashMap<[u8; 32], Principal>,
     jwt: Option<Jwt>,
+    oauth: Option<Arc<crate::oauth::OAuthResource>>,
 }
+
+/// The access token a request was authenticated with, when it was a JWT or an OAuth access
+/// token (never an API key): what an upstream token exchange trades for the caller.
+#[derive(Clone, Debug)]
+pub struct CallerToken(pub toolforge_mcp::auth::AccessToken);
 
 impl std::fmt::Debug for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,7 +99,59 @@ impl Identity {
     /// True when some way to authenticate is configured.
     #[must_use]
     pub fn is_configured(&self) -> bool {
-        !self.api_keys.is_empty() || self.jwt.is_some()
+        !self.api_keys.is_empty() || self.jwt.is_some() || self.oauth.is_some()
+    }
+
+    /// Accepts the access tokens of an OAuth protected resource's issuers.
+    #[must_use]
+    pub fn with_oauth(mut self, oauth: Arc<crate::oauth::OAuthResource>) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
+    /// The OAuth protected resource, when OAuth is on.
+    #[must_use]
+    pub fn oauth(&self) -> Option<&Arc<crate::oauth::OAuthResource>> {
+        self.oauth.as_ref()
+    }
+
+    /// Authenticates a request: API keys and the JWKS file first, then the OAuth issuers.
+    ///
+    /// # Errors
+    /// Why the request is refused (the challenge depends on it).
+    pub async fn authenticate_request(&self, headers: &HeaderMap) -> Result<Authenticated, Denied> {
+        let fixed = self.authenticate(headers);
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer_token)
+            .filter(|t| t.len() <= MAX_TOKEN_BYTES);
+        let is_jwt = token.is_some_and(|t| t.matches('.').count() == 2);
+        let caller =
+            |t: &str| is_jwt.then(|| CallerToken(toolforge_mcp::auth::AccessToken::new(t)));
+        match (fixed, &self.oauth, token) {
+            (Ok(principal), _, token) => Ok(Authenticated {
+                principal,
+                token: token.and_then(caller),
+                grant: None,
+            }),
+            (Err(AuthError::Missing), _, _) | (Err(_), _, None) => Err(Denied::Missing),
+            (Err(AuthError::Invalid(why)), None, Some(_)) => Err(Denied::Invalid(why)),
+            (Err(AuthError::Invalid(_)), Some(oauth), Some(token)) => {
+                match oauth.verify(token).await {
+                    Ok(grant) => Ok(Authenticated {
+                        principal: Principal::new(&grant.subject),
+                        token: Some(CallerToken(toolforge_mcp::auth::AccessToken::new(token))),
+                        grant: Some(grant),
+                    }),
+                    Err(crate::oauth::Refused::Invalid(why)) => Err(Denied::Invalid(why)),
+                    Err(crate::oauth::Refused::InsufficientScope { missing }) => {
+                        Err(Denied::InsufficientScope(missing))
+                    }
+                    Err(crate::oauth::Refused::Unavailable(why)) => Err(Denied::Unavailable(why)),
+                }
+            }
+        }
     }
 
     /// Adds the API keys of a keys file: one `KEY PRINCIPAL` per line; blank lines and lines
@@ -198,6 +261,29 @@ impl Identity {
     }
 }
 
+/// A request authenticated.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub principal: Principal,
+    /// The JWT or OAuth access token it came with (not an API key).
+    pub token: Option<CallerToken>,
+    /// What an OAuth access token granted (scopes, chosen claims).
+    pub grant: Option<crate::oauth::TokenGrant>,
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No bearer token: 401.
+    Missing,
+    /// A token that is not valid: 401 `invalid_token`.
+    Invalid(String),
+    /// A valid token without these required scopes: 403 `insufficient_scope`.
+    InsufficientScope(Vec<String>),
+    /// The identity provider could not be asked: 503.
+    Unavailable(String),
+}
+
 /// The token of an `Authorization: Bearer <token>` value. The scheme is case-insensitive
 /// (RFC 9110, section 11.1): `Bearer`, `bearer` and `BEARER` are one scheme.
 fn bearer_token(value: &str) -> Option<&str> {
@@ -232,23 +318,10 @@ impl Jwt {
                     return Ok(Principal::new(&data.claims.sub));
                 }
                 Ok(_) => return Err(AuthError::Invalid("the JWT's sub is empty".to_owned())),
-                Err(e) => last = AuthError::Invalid(jwt_problem(&e)),
+                Err(e) => last = AuthError::Invalid(crate::jwt_problem::jwt_problem(&e)),
             }
         }
         Err(last)
-    }
-}
-
-fn jwt_problem(e: &jsonwebtoken::errors::Error) -> String {
-    use jsonwebtoken::errors::ErrorKind;
-    match e.kind() {
-        ErrorKind::ExpiredSignature => "the JWT has expired".to_owned(),
-        ErrorKind::ImmatureSignature => "the JWT is not valid yet (nbf)".to_owned(),
-        ErrorKind::InvalidIssuer => "the JWT's issuer (iss) is not the expected one".to_owned(),
-        ErrorKind::InvalidAudience => "the JWT's audience (aud) is not this gateway".to_owned(),
-        ErrorKind::InvalidSignature => "the JWT's signature does not verify".to_owned(),
-        ErrorKind::MissingRequiredClaim(claim) => format!("the JWT has no {claim} claim"),
-        _ => format!("the JWT was refused ({e})"),
     }
 }
 
@@ -260,17 +333,25 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let path = req.uri().path();
-    if path == "/openapi.json" || PROBE_PATHS.contains(&path) {
+    if path == "/openapi.json"
+        || PROBE_PATHS.contains(&path)
+        || path.starts_with(crate::oauth::metadata::WELL_KNOWN)
+        || CONSENT_PATHS.contains(&path)
+    {
         return next.run(req).await;
     }
     let console = path == "/ui" || path.starts_with("/ui/");
-    match identity.authenticate(req.headers()) {
-        Ok(principal) => {
-            req.extensions_mut().insert(principal);
+    match identity.authenticate_request(req.headers()).await {
+        Ok(authenticated) => {
+            req.extensions_mut().insert(authenticated.principal.clone());
+            if let Some(token) = authenticated.token.clone() {
+                req.extensions_mut().insert(token);
+            }
+            req.extensions_mut().insert(authenticated);
             next.run(req).await
         }
-        Err(e) => {
-            let mut response = unauthorized(&e);
+        Err(denied) => {
+            let mut response = refusal(&identity, &denied);
             if console {
                 crate::console::headers::set_secure_headers(response.headers_mut());
             }
@@ -279,18 +360,50 @@ pub async fn authenticate(
     }
 }
 
-fn unauthorized(e: &AuthError) -> Response {
-    let challenge = match e {
-        AuthError::Missing => HeaderValue::from_static("Bearer realm=\"toolforge\""),
-        AuthError::Invalid(_) => {
-            HeaderValue::from_static("Bearer realm=\"toolforge\", error=\"invalid_token\"")
+fn refusal(identity: &Identity, denied: &Denied) -> Response {
+    use crate::oauth::metadata::{Challenge, challenge};
+    let oauth = identity.oauth();
+    let (status, message, header) = match denied {
+        Denied::Missing => (
+            StatusCode::UNAUTHORIZED,
+            AuthError::Missing.to_string(),
+            oauth.map_or_else(
+                || HeaderValue::from_static("Bearer realm=\"toolforge\""),
+                |o| challenge(o, Challenge::Missing),
+            ),
+        ),
+        Denied::Invalid(why) => (
+            StatusCode::UNAUTHORIZED,
+            AuthError::Invalid(why.clone()).to_string(),
+            oauth.map_or_else(
+                || HeaderValue::from_static("Bearer realm=\"toolforge\", error=\"invalid_token\""),
+                |o| challenge(o, Challenge::Invalid(why)),
+            ),
+        ),
+        Denied::InsufficientScope(missing) => (
+            StatusCode::FORBIDDEN,
+            format!("the token lacks the scope {}", missing.join(" ")),
+            oauth.map_or_else(
+                || HeaderValue::from_static("Bearer error=\"insufficient_scope\""),
+                |o| challenge(o, Challenge::InsufficientScope(missing)),
+            ),
+        ),
+        Denied::Unavailable(why) => {
+            let mut response = crate::error::ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("tokens cannot be checked right now: {why}"),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return response;
         }
     };
-    let mut response =
-        crate::error::ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
+    let mut response = crate::error::ApiError::new(status, message).into_response();
     response
         .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, challenge);
+        .insert(header::WWW_AUTHENTICATE, header);
     response
 }
 

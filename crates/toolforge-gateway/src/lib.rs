@@ -6,6 +6,7 @@
 
 mod cache_hints;
 pub mod chat;
+pub mod consent;
 pub mod console;
 mod direct_calls;
 pub mod drain;
@@ -14,6 +15,7 @@ mod free_memory;
 mod group_annotations;
 pub mod http;
 pub mod identity;
+mod jwt_problem;
 mod list_splice;
 pub mod listen;
 pub mod listener;
@@ -22,6 +24,7 @@ mod mcp_guard;
 pub mod mcp_sessions;
 pub mod metrics;
 pub mod mrtr;
+pub mod oauth;
 pub mod openapi;
 pub mod parked;
 mod resource_uri;

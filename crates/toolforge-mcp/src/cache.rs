@@ -51,6 +51,10 @@ pub trait CatalogStore: Send + Sync {
     fn pin_store(&self) -> Option<PinStore> {
         None
     }
+    /// The SQLite connection other tables share (upstream OAuth grants), when it is a file.
+    fn sqlite_connection(&self) -> Option<Arc<parking_lot::Mutex<rusqlite::Connection>>> {
+        None
+    }
 }
 
 /// Lists kept in this process only.
@@ -135,6 +139,11 @@ impl SqliteStore {
     pub fn pin_store(&self) -> PinStore {
         PinStore::sqlite(self.conn.clone())
     }
+
+    /// The file's connection, for the other tables kept in it (`crate::auth::store::TokenStore`).
+    pub(crate) fn connection(&self) -> Arc<parking_lot::Mutex<rusqlite::Connection>> {
+        self.conn.clone()
+    }
 }
 
 impl CatalogStore for SqliteStore {
@@ -144,6 +153,10 @@ impl CatalogStore for SqliteStore {
 
     fn pin_store(&self) -> Option<PinStore> {
         Some(SqliteStore::pin_store(self))
+    }
+
+    fn sqlite_connection(&self) -> Option<Arc<parking_lot::Mutex<rusqlite::Connection>>> {
+        Some(self.conn.clone())
     }
 
     fn load<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<CachedTools>, CacheError>> {
@@ -375,6 +388,12 @@ impl CatalogCache {
     #[must_use]
     pub fn pin_store(&self) -> Option<PinStore> {
         self.store.pin_store()
+    }
+
+    /// The SQLite file's connection, when the cache is one (upstream OAuth grants live there).
+    #[must_use]
+    pub fn sqlite_connection(&self) -> Option<Arc<parking_lot::Mutex<rusqlite::Connection>>> {
+        self.store.sqlite_connection()
     }
 
     #[must_use]

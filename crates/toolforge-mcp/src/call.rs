@@ -82,6 +82,19 @@ pub enum CallError {
         server: String,
         result: Box<InputRequiredResult>,
     },
+    /// The server needs this principal's authorization first (no grant yet, one that was
+    /// revoked, or one without the scope it asks for): the gateway points the caller at its
+    /// consent page.
+    #[error("server \"{server}\" needs {principal}'s authorization first{}", scope.as_deref().map(|s| format!(" (scope {s})")).unwrap_or_default())]
+    AuthorizationRequired {
+        server: String,
+        principal: String,
+        /// The scope the server asked for (step-up), when it named one.
+        scope: Option<String>,
+    },
+    /// The server's credentials could not be had (a token endpoint refused or failed).
+    #[error("server \"{server}\": {reason}")]
+    CredentialsFailed { server: String, reason: String },
 }
 
 impl CallError {
@@ -137,9 +150,14 @@ pub struct CallFailure {
     pub not_retried: Option<GiveUp>,
 }
 
+pub use crate::on_behalf::OnBehalf;
+
 /// Who is calling, for relaying what the backend sends back during the call.
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
+    /// Whom the call is for: a server with per-principal `"auth"` is reached over this
+    /// principal's own connection, with its own token.
+    pub on_behalf: Option<OnBehalf>,
     /// The client call this call serves (sampling, elicitation, roots and logging go there).
     pub caller: Option<Caller>,
     /// The caller's progress token.
@@ -300,6 +318,8 @@ fn outcome(result: &Result<CallToolResult, AttemptError>) -> &'static str {
             E::Transport { .. } => "transport_error",
             E::Unavailable { .. } | E::UnknownServer(_) => "unavailable",
             E::Quarantined { .. } | E::Blocked { .. } => "refused",
+            E::AuthorizationRequired { .. } => "authorization_required",
+            E::CredentialsFailed { .. } => "credentials_failed",
         },
     }
 }
@@ -337,7 +357,7 @@ async fn attempt_call(
             let error = transport_error(server, "the connection was closed before the send");
             return Err((error, Some(Failure::NotSent)));
         }
-        Ok(Err(e)) => return Err((service_error(server, e), Some(Failure::Rejected))),
+        Ok(Err(e)) => return Err((upstream_error(up, e), Some(Failure::Rejected))),
         Ok(Ok(handle)) => handle,
     };
     guard.sent(handle.id.clone());
@@ -355,7 +375,7 @@ async fn attempt_call(
         up.relay.settle_progress().await;
     }
     drop(guard);
-    call_result(server, answer)
+    call_result(up, answer)
 }
 
 /// One `tools/call` posted on the server's HTTP session from this task
@@ -366,7 +386,7 @@ async fn attempt_call(
 async fn direct_attempt(
     up: &Upstream,
     peer: &Peer<RoleClient>,
-    direct: &DirectRequests<reqwest::Client>,
+    direct: &DirectRequests<crate::auth::bearer::BackendHttp>,
     params: &CallToolRequestParams,
     ctx: &CallContext,
     (deadline, cancel): (Instant, &CancellationToken),
@@ -394,6 +414,16 @@ async fn direct_attempt(
         }
         DirectOutcome::Failed(e) => {
             cancel_guard.peer = None;
+            if let Some((_, challenge)) = crate::auth::refusal::auth_refusal(&e) {
+                return Some(Err((authorization_required(up, &challenge), None)));
+            }
+            if let Some(reason) = crate::auth::refusal::credentials_failure(&e) {
+                let error = CallError::CredentialsFailed {
+                    server: server.to_owned(),
+                    reason,
+                };
+                return Some(Err((error, None)));
+            }
             let failure = classify_transport(&e);
             return Some(Err((transport_error(server, e.to_string()), Some(failure))));
         }
@@ -418,7 +448,7 @@ async fn direct_attempt(
     };
     cancel_guard.peer = None;
     drop(guard);
-    Some(call_result(server, answer))
+    Some(call_result(up, answer))
 }
 
 /// Waits for the peer to hand over the answer of `handle`'s request, until `deadline` or the
@@ -454,9 +484,10 @@ fn timed_out(up: &Upstream) -> AttemptError {
 /// A `tools/call`'s answer as the call's result, or the error and what it means to the retry
 /// policy.
 fn call_result(
-    server: &str,
+    up: &Upstream,
     answer: Result<ServerResult, ServiceError>,
 ) -> Result<CallToolResult, AttemptError> {
+    let server = up.cfg.name.as_str();
     match answer {
         Ok(ServerResult::CallToolResult(result)) => Ok(result),
         Ok(ServerResult::InputRequiredResult(result)) => {
@@ -479,11 +510,21 @@ fn call_result(
             service_error(server, ServiceError::UnexpectedResponse),
             Some(Failure::Rejected),
         )),
-        Err(e) => {
-            let failure = classify(&e);
-            Err((service_error(server, e), Some(failure)))
-        }
+        Err(e) => Err(failed_answer(up, e)),
     }
+}
+
+/// A failed answer: the error, and what it means to the retry policy (an auth refusal is
+/// final: the server ran nothing, and the same credentials would be refused again).
+fn failed_answer(up: &Upstream, e: ServiceError) -> AttemptError {
+    if let ServiceError::TransportSend(t) = &e
+        && (crate::auth::refusal::auth_refusal(t.error.as_ref()).is_some()
+            || crate::auth::refusal::credentials_failure(t.error.as_ref()).is_some())
+    {
+        return (upstream_error(up, e), None);
+    }
+    let failure = classify(&e);
+    (service_error(&up.cfg.name, e), Some(failure))
 }
 
 /// A call's request options: on a 2026-07-28 connection, where every request says what its
@@ -508,6 +549,22 @@ fn transport_error(server: &str, message: impl Into<String>) -> CallError {
         message: message.into(),
         not_retried: None,
     }
+}
+
+/// A failed request on `up` as the caller's error: an auth refusal is a consent request.
+fn upstream_error(up: &Upstream, e: ServiceError) -> CallError {
+    if let ServiceError::TransportSend(t) = &e {
+        if let Some((_, challenge)) = crate::auth::refusal::auth_refusal(t.error.as_ref()) {
+            return authorization_required(up, &challenge);
+        }
+        if let Some(reason) = crate::auth::refusal::credentials_failure(t.error.as_ref()) {
+            return CallError::CredentialsFailed {
+                server: up.cfg.name.clone(),
+                reason,
+            };
+        }
+    }
+    service_error(&up.cfg.name, e)
 }
 
 /// A failed request as the caller's error.
@@ -604,6 +661,11 @@ pub(crate) async fn ready_peer(
         {
             return Ok(peer);
         }
+        if up.state() == ServerState::Failed
+            && let Some(challenge) = up.refused.lock().clone()
+        {
+            return Err(authorization_required(up, &challenge));
+        }
         if up.state() == ServerState::Disabled
             || tokio::time::timeout_at(deadline, rx.changed())
                 .await
@@ -611,6 +673,19 @@ pub(crate) async fn ready_peer(
         {
             return Err(unavailable(up));
         }
+    }
+}
+
+/// The consent error for a refusal with `challenge` on `up` (a principal's own connection,
+/// or the shared one).
+pub(crate) fn authorization_required(up: &Upstream, challenge: &str) -> CallError {
+    let scope = crate::auth::param(challenge, "error")
+        .filter(|e| e == "insufficient_scope")
+        .and_then(|_| crate::auth::param(challenge, "scope"));
+    CallError::AuthorizationRequired {
+        server: up.cfg.name.clone(),
+        principal: up.principal.clone().unwrap_or_default(),
+        scope,
     }
 }
 
@@ -643,7 +718,7 @@ where
             after: up.cfg.call_timeout,
         }),
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(service_error(&up.cfg.name, e)),
+        Ok(Err(e)) => Err(upstream_error(up, e)),
     }
 }
 

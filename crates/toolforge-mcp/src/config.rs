@@ -30,7 +30,7 @@ pub struct PoolConfig {
 
 /// Keys of the top-level `"toolforge"` object.
 pub const TOOLFORGE_KEYS: &[&str] = &[
-    "broker", "guards", "limits", "overlaps", "pinning", "pins", "prices",
+    "broker", "guards", "identity", "limits", "overlaps", "pinning", "pins", "prices",
 ];
 
 /// One server.
@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub retryable_tools: Vec<String>,
     /// Why the entry cannot be used (it is then disabled, and `/health` shows this).
     pub disabled_reason: Option<String>,
+    /// How its tokens are obtained (`auth`; HTTP servers only).
+    pub auth: Option<crate::auth::config::UpstreamAuth>,
 }
 
 /// How many connections the pool opens to a server (`"isolation"` in `mcp.servers.json`).
@@ -257,6 +259,7 @@ const SERVER_KEYS: &[&str] = &[
     "isolation",
     "retryable",
     "retryableTools",
+    "auth",
 ];
 
 /// Why a legacy HTTP+SSE entry is disabled.
@@ -353,6 +356,31 @@ fn parse_server(
         obj.get(key)
             .map_or(Ok(Vec::new()), |v| string_list(name, key, v))
     };
+    let auth = match (obj.get("auth"), &transport) {
+        (None, _) => None,
+        (Some(v), Transport::Http { url, headers }) => {
+            if headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(server_err(
+                    name,
+                    "give either \"auth\" or an Authorization header, not both",
+                ));
+            }
+            let mut notes = Vec::new();
+            let auth = crate::auth::config::parse(v, url, &ex_text(name, vars), &mut notes)
+                .map_err(|m| server_err(name, m))?;
+            warnings.extend(notes.into_iter().map(|n| format!("server \"{name}\": {n}")));
+            Some(auth)
+        }
+        (Some(_), Transport::Stdio { .. }) => {
+            return Err(server_err(
+                name,
+                "\"auth\" is for Streamable HTTP servers (\"url\"); a stdio server takes \"env\"",
+            ));
+        }
+    };
     let disabled_reason = (kind.as_deref() == Some("sse")).then(|| LEGACY_SSE.to_owned());
     if disabled_reason.is_some() {
         warnings.push(format!("server \"{name}\" is disabled: {LEGACY_SSE}"));
@@ -404,7 +432,16 @@ fn parse_server(
             }
         },
         disabled_reason,
+        auth,
     })
+}
+
+/// Expands one string of `server`'s entry.
+fn ex_text<'a>(
+    _server: &'a str,
+    vars: &'a dyn Fn(&str) -> Option<String>,
+) -> impl Fn(&str) -> Result<String, String> + 'a {
+    move |s| expand(s, vars)
 }
 
 fn parse_overlaps(v: &Value) -> Result<Vec<(String, Vec<ToolId>)>, ConfigError> {

@@ -74,7 +74,15 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             let cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(map)
                 .max_concurrent_requests(BACKEND_CALLS_IN_FLIGHT);
-            let client = backend_http_client(options.backend_proxy)?;
+            let client = match &up.credentials {
+                Some(credentials) => crate::auth::bearer::Bearer::new(
+                    backend_http_client(options.backend_proxy)?,
+                    credentials.clone(),
+                ),
+                None => {
+                    crate::auth::bearer::Bearer::plain(backend_http_client(options.backend_proxy)?)
+                }
+            };
             let transport = match &up.direct {
                 Some(direct) => {
                     StreamableHttpClientTransport::with_direct_requests(client, cfg, direct.clone())
@@ -85,9 +93,19 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 .relay
                 .clone()
                 .serve_with_lifecycle(transport, lifecycle(up))
-                .await
-                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)));
-            remember(up, served)
+                .await;
+            match served {
+                Ok(client) => {
+                    *up.refused.lock() = None;
+                    remember(up, Ok(client))
+                }
+                Err(e) => {
+                    let refusal = crate::auth::refusal::auth_refusal_of(&e);
+                    let message = format!("initialize at {url} failed: {}", init_error(e));
+                    *up.refused.lock() = refusal.map(|(_, challenge)| challenge);
+                    remember(up, Err(message))
+                }
+            }
         }
     }
 }

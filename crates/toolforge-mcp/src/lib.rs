@@ -7,7 +7,8 @@
 //! lookup), and rmcp's client types stay inside: callers see the pool, MCP model types and the
 //! catalog.
 //!
-//! Modules, leaves first: `upstream` (one server's state), `options`, `connect`, `listed_tool` (a tool held small, its schema as text), `lists`,
+//! Modules, leaves first: `auth` (OAuth 2.1 client: tokens, the authorization-code flow,
+//! the HTTP client that sends tokens), `upstream` (one server's state), `options`, `connect`, `listed_tool` (a tool held small, its schema as text), `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `trace_context` (W3C
 //! trace context into each backend call's `_meta`), `supervise`, `events`, `relay` and `asks`
 //! (what a backend asks during a call, for that call's client), `listen`
@@ -15,6 +16,7 @@
 //! and `pool` (the public face).
 
 pub mod asks;
+pub mod auth;
 pub mod cache;
 mod cache_error;
 mod call;
@@ -29,6 +31,7 @@ mod isolation;
 mod listed_tool;
 mod listen;
 mod lists;
+mod on_behalf;
 mod options;
 pub mod pins;
 pub mod pool;
@@ -45,6 +48,7 @@ pub use asks::{Ask, Asks};
 pub use cache::{CatalogCache, MemoryStore, RedisStore, SqliteStore};
 pub use config::{ConfigError, Isolation, PoolConfig, Protocol, ServerConfig, Transport};
 pub use listed_tool::ListedTool;
+pub use on_behalf::OnBehalf;
 pub use options::BackendProxy;
 pub use pins::{Approval, PinRow, PinStore, Pinning, Quarantined};
 pub use pool::{

@@ -21,6 +21,9 @@ pub struct PoolOptions {
     pub cached_only: bool,
     /// Where HTTP requests to backends look for a proxy.
     pub backend_proxy: BackendProxy,
+    /// Where upstream OAuth grants are kept (none: in memory, sealed with a key of this
+    /// process, lost when it stops).
+    pub tokens: Option<Arc<crate::auth::store::TokenStore>>,
 }
 
 /// Where HTTP requests to backends look for a proxy.

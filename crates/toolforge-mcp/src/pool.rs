@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use toolforge_retry::RetryPolicy;
 use toolforge_select::{Catalog, ToolId};
 
+use crate::auth::pool::PoolCredentials;
 use crate::config::{Isolation, PoolConfig};
 use crate::events;
 use crate::isolation::Isolated;
@@ -53,6 +54,8 @@ pub struct Pool {
     isolated: Isolated,
     /// Pins, quarantine and the content guards' settings.
     pinning: Arc<Pinning>,
+    /// The credentials of servers with `"auth"` (none when no server has any).
+    credentials: Option<Arc<PoolCredentials>>,
 }
 
 /// How often tools in quarantine are judged again, so an approval given with
@@ -87,14 +90,17 @@ impl Pool {
             &config.settings,
             options.cache.as_ref().and_then(|c| c.pin_store()),
         ));
+        let credentials = credentials_for(&config.servers, &options);
         let servers: Arc<Servers> = config
             .servers
             .into_iter()
             .map(|cfg| {
                 let relay = Relay::new(&cfg.name, relay_tx.clone(), options.elicitation_fallback);
+                let shared = credentials.as_ref().and_then(|c| c.shared(&cfg));
                 Arc::new(
                     Upstream::new(cfg, relay, options.cache.clone())
-                        .with_pinning(Some(pinning.clone())),
+                        .with_pinning(Some(pinning.clone()))
+                        .with_credentials(shared),
                 )
             })
             .collect();
@@ -115,6 +121,7 @@ impl Pool {
             retry: RetryPolicy::default(),
             isolated,
             pinning,
+            credentials,
         });
         {
             // Release quarantined tools once approved.
@@ -132,11 +139,10 @@ impl Pool {
             });
             pool.tasks.lock().push(readmitter);
         }
-        if pool
-            .servers
-            .iter()
-            .any(|u| u.cfg.isolation == Isolation::Session)
-        {
+        if pool.servers.iter().any(|u| {
+            u.cfg.isolation == Isolation::Session
+                || u.cfg.auth.as_ref().is_some_and(|a| a.per_principal())
+        }) {
             // Stop the isolated connections of ended or idle sessions.
             let weak = Arc::downgrade(&pool);
             let stop = pool.cancel.clone();
@@ -206,6 +212,12 @@ impl Pool {
 
     fn upstream(&self, name: &str) -> Option<Arc<Upstream>> {
         self.servers.iter().find(|u| u.cfg.name == name).cloned()
+    }
+
+    /// The configuration of `server`.
+    #[must_use]
+    pub fn server_config(&self, server: &str) -> Option<crate::config::ServerConfig> {
+        self.upstream(server).map(|u| u.cfg.clone())
     }
 
     /// Server names in configuration order (disabled ones included).
@@ -497,27 +509,101 @@ impl Pool {
         Ok(outcome)
     }
 
-    /// The call itself, on the server's shared or per-session connection.
+    /// The call itself, on the server's shared, per-session or per-principal connection.
     async fn call_unguarded(
         &self,
         up: &Arc<Upstream>,
         params: CallToolRequestParams,
         ctx: CallContext,
     ) -> Result<CallOutcome, CallFailure> {
-        let up = match self.isolated.upstream_for(up, ctx.caller.as_ref()) {
-            Ok(up) => up,
-            Err(message) => {
-                return Err(CallFailure {
-                    error: CallError::Rpc(McpError::internal_error(message, None)),
-                    attempts: 0,
-                    retry_reason: None,
-                    not_retried: None,
-                });
-            }
+        let refused = |error: CallError| CallFailure {
+            error,
+            attempts: 0,
+            retry_reason: None,
+            not_retried: None,
+        };
+        let up = match self.principal_upstream(up, ctx.on_behalf.as_ref()).await {
+            Ok(Some(own)) => own,
+            Ok(None) => match self.isolated.upstream_for(up, ctx.caller.as_ref()) {
+                Ok(up) => up,
+                Err(message) => {
+                    return Err(refused(CallError::Rpc(McpError::internal_error(
+                        message, None,
+                    ))));
+                }
+            },
+            Err(error) => return Err(refused(error)),
         };
         // Boxed: the attempts' future is the bulk of this one and of `call_tool`'s, which would
         // otherwise carry it inline through every move.
         Box::pin(call::call_tool(&up, self.retry, params, ctx)).await
+    }
+
+    /// The connection of `on_behalf`'s principal to `up`'s server, when the server has
+    /// per-principal `"auth"` (none otherwise: the call goes over the shared connection).
+    ///
+    /// # Errors
+    /// The principal must authorize first, the caller brought no token to exchange, or the
+    /// server has too many principals' connections.
+    async fn principal_upstream(
+        &self,
+        up: &Arc<Upstream>,
+        on_behalf: Option<&crate::on_behalf::OnBehalf>,
+    ) -> Result<Option<Arc<Upstream>>, CallError> {
+        let Some(auth) = up.cfg.auth.as_ref().filter(|a| a.per_principal()) else {
+            return Ok(None);
+        };
+        let Some(credentials) = &self.credentials else {
+            return Ok(None);
+        };
+        let principal = on_behalf.map_or(toolforge_anonymous(), |o| o.principal.clone());
+        let token = on_behalf.and_then(|o| o.token.as_ref());
+        match credentials.ready(&up.cfg, &principal, token).await {
+            Ok(()) => {}
+            Err(crate::auth::token::AuthFailure::AuthorizationRequired) => {
+                return Err(CallError::AuthorizationRequired {
+                    server: up.cfg.name.clone(),
+                    principal,
+                    scope: None,
+                });
+            }
+            Err(crate::auth::token::AuthFailure::Failed(reason)) => {
+                return Err(CallError::CredentialsFailed {
+                    server: up.cfg.name.clone(),
+                    reason,
+                });
+            }
+        }
+        let _ = auth;
+        self.isolated
+            .upstream_for_principal(up, &principal, || {
+                credentials
+                    .for_principal(&up.cfg, &principal)
+                    .unwrap_or_else(|| unreachable!("per-principal auth has principal credentials"))
+            })
+            .map(Some)
+            .map_err(|m| CallError::Rpc(McpError::internal_error(m, None)))
+    }
+
+    /// The credentials of the servers with `"auth"`, when some server has it.
+    #[must_use]
+    pub fn credentials(&self) -> Option<&Arc<PoolCredentials>> {
+        self.credentials.as_ref()
+    }
+
+    /// A principal's grant for `server` was stored or removed: its own connection starts
+    /// afresh on its next call, and a shared connection waiting for a grant tries again now.
+    pub fn grant_changed(&self, server: &str, principal: &str) {
+        self.isolated.forget_principal(server, principal);
+        if let Some(up) = self.upstream(server) {
+            up.wake.notify_one();
+        }
+    }
+
+    /// The principals with a connection of their own to `server`.
+    #[must_use]
+    pub fn principal_connections(&self, server: &str) -> Vec<String> {
+        self.isolated.principals(server)
     }
 
     /// How many isolated connections `server` has open (`"isolation": "session"`).
@@ -570,6 +656,8 @@ impl Pool {
     ) -> Result<ReadResourceResult, CallError> {
         let up = self.known(server)?;
         let uri = params.uri.clone();
+        let on_behalf = caller.and_then(|c| c.on_behalf.as_ref());
+        let up = self.principal_upstream(&up, on_behalf).await?.unwrap_or(up);
         let r = call::once(&up, caller, |p| async move {
             p.read_resource_once(params).await
         })
@@ -604,6 +692,8 @@ impl Pool {
     ) -> Result<GetPromptResult, CallError> {
         let up = self.known(server)?;
         let name = params.name.clone();
+        let on_behalf = caller.and_then(|c| c.on_behalf.as_ref());
+        let up = self.principal_upstream(&up, on_behalf).await?.unwrap_or(up);
         let r = call::once(
             &up,
             caller,
@@ -750,4 +840,33 @@ impl Pool {
         self.upstream(server)
             .ok_or_else(|| CallError::UnknownServer(server.to_owned()))
     }
+}
+
+/// The principal of a call made for no one in particular (identity off, the CLI).
+fn toolforge_anonymous() -> String {
+    "anonymous".to_owned()
+}
+
+/// The pool's credentials when some server has `"auth"`: the store the binary chose, else one
+/// in memory under a key of this process.
+fn credentials_for(
+    servers: &[crate::config::ServerConfig],
+    options: &PoolOptions,
+) -> Option<Arc<PoolCredentials>> {
+    if !servers.iter().any(|s| s.auth.is_some()) {
+        return None;
+    }
+    let store = options.tokens.clone().unwrap_or_else(|| {
+        Arc::new(crate::auth::store::TokenStore::memory(
+            crate::auth::seal::SealKey::random(),
+        ))
+    });
+    let http = match crate::auth::pool::http_client() {
+        Ok(http) => http,
+        Err(e) => {
+            tracing::error!("upstream OAuth is off: {e}");
+            return None;
+        }
+    };
+    Some(Arc::new(PoolCredentials::new(store, http, servers)))
 }

@@ -90,6 +90,9 @@ pub struct Caller {
     /// cannot be asked mid-call; the gateway turns them into `input_required`, see
     /// [`crate::asks`]). Without it they are refused with a clear error.
     pub asks: Option<Asks>,
+    /// Whom the client's request is for (reads and prompts of a server with per-principal
+    /// `"auth"` go over that principal's connection).
+    pub on_behalf: Option<crate::on_behalf::OnBehalf>,
 }
 
 impl Caller {
@@ -102,7 +105,15 @@ impl Caller {
             session,
             capabilities: None,
             asks: None,
+            on_behalf: None,
         }
+    }
+
+    /// The same caller, for `on_behalf`.
+    #[must_use]
+    pub fn with_on_behalf(mut self, on_behalf: Option<crate::on_behalf::OnBehalf>) -> Self {
+        self.on_behalf = on_behalf;
+        self
     }
 
     /// The same caller, with an inbox for its backend's mid-call requests.

@@ -104,6 +104,7 @@ pub(crate) async fn supervise(
         }
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
+            () = up.wake.notified() => backoff = RESTART_BASE,
             () = cancel.cancelled() => return,
         }
         backoff = (backoff * 2).min(RESTART_MAX);

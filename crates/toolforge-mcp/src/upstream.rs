@@ -89,7 +89,17 @@ pub(crate) struct Upstream {
     pub peer: RwLock<Option<Peer<RoleClient>>>,
     /// An HTTP server's session, for `tools/call`s posted from the caller's task
     /// (`crate::call`); none for a stdio server.
-    pub direct: Option<DirectRequests<reqwest::Client>>,
+    pub direct: Option<DirectRequests<crate::auth::bearer::BackendHttp>>,
+    /// The tokens its HTTP requests carry (`"auth"`): the lists' identity on the shared
+    /// connection, one principal's on a connection of its own.
+    pub credentials: Option<crate::auth::token::Credentials>,
+    /// The server's challenge when the last connection attempt was refused for want of
+    /// authorization (a call then fails at once with a consent request instead of waiting).
+    pub refused: parking_lot::Mutex<Option<String>>,
+    /// The principal this connection serves alone (a per-principal `"auth"` server's).
+    pub principal: Option<String>,
+    /// Cuts a restart backoff short (a grant it was waiting for was stored).
+    pub wake: tokio::sync::Notify,
     pub lists: RwLock<Lists>,
     pub cache: Option<Arc<CatalogCache>>,
     /// Pins and the poisoning guard: applied to every list set (none: every tool offered).
@@ -123,6 +133,10 @@ impl Upstream {
             }),
             peer: RwLock::new(None),
             direct: matches!(cfg.transport, Transport::Http { .. }).then(DirectRequests::new),
+            credentials: None,
+            refused: parking_lot::Mutex::new(None),
+            principal: None,
+            wake: tokio::sync::Notify::new(),
             lists: RwLock::new(Lists::default()),
             cache,
             pinning: None,
@@ -160,6 +174,16 @@ impl Upstream {
             restarts: s.restarts,
             protocol: self.negotiated.read().as_ref().map(|(_, v)| v.clone()),
         }
+    }
+
+    /// Sending the tokens of `credentials`.
+    #[must_use]
+    pub fn with_credentials(
+        mut self,
+        credentials: Option<crate::auth::token::Credentials>,
+    ) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// With pins and the poisoning guard applied to its lists.

@@ -164,14 +164,76 @@ pub fn load_pool_config(
 /// Pool options for this process: `toolforge` in a config means this very executable, and the
 /// catalog cache is the one `CATALOG_CACHE_BACKEND` names.
 pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
+    let cache = catalog_cache().await?;
+    let tokens = token_store(cache.as_deref()).await?;
     Ok(toolforge_mcp::PoolOptions {
         self_command: std::env::current_exe()
             .ok()
             .map(|exe| ("toolforge".to_owned(), exe)),
-        cache: catalog_cache().await?,
+        cache,
         backend_proxy: backend_proxy(process_env_sets),
+        tokens,
         ..Default::default()
     })
+}
+
+/// The key upstream OAuth grants are sealed with: `TOOLFORGE_TOKEN_KEY` (64 hex digits or
+/// base64 of 32 bytes), else the file `TOOLFORGE_TOKEN_KEY_FILE` names.
+///
+/// # Errors
+/// The variable or the file holds no 32-byte key, or the file cannot be read.
+pub fn token_key() -> anyhow::Result<Option<toolforge_mcp::auth::SealKey>> {
+    use anyhow::Context as _;
+    if let Some(text) = env("TOOLFORGE_TOKEN_KEY") {
+        return toolforge_mcp::auth::SealKey::parse(&text)
+            .map(Some)
+            .context("TOOLFORGE_TOKEN_KEY");
+    }
+    let Some(path) = env("TOOLFORGE_TOKEN_KEY_FILE") else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read TOOLFORGE_TOKEN_KEY_FILE {path}"))?;
+    toolforge_mcp::auth::SealKey::parse(&text)
+        .map(Some)
+        .with_context(|| format!("TOOLFORGE_TOKEN_KEY_FILE {path}"))
+}
+
+/// Where upstream OAuth grants are kept: with a key ([`token_key`]), in Redis when `REDIS_URL`
+/// is set (shared by replicas), else in the catalog cache's SQLite file; without a key, or
+/// with neither, in this process's memory only (gone when it stops), sealed with a random key.
+///
+/// # Errors
+/// A key that does not parse, or a SQLite file whose table cannot be made.
+pub async fn token_store(
+    cache: Option<&toolforge_mcp::CatalogCache>,
+) -> anyhow::Result<Option<std::sync::Arc<toolforge_mcp::auth::TokenStore>>> {
+    use toolforge_mcp::auth::TokenStore;
+    let Some(key) = token_key()? else {
+        return Ok(None);
+    };
+    if let Some(url) = env("REDIS_URL") {
+        match tokio::time::timeout(
+            std::time::Duration::from_secs(4),
+            TokenStore::redis(&url, key.clone()),
+        )
+        .await
+        {
+            Ok(Ok(store)) => return Ok(Some(std::sync::Arc::new(store))),
+            Ok(Err(e)) => {
+                tracing::warn!("{e}; upstream OAuth grants are kept in this process only")
+            }
+            Err(_) => tracing::warn!(
+                "Redis at REDIS_URL did not answer within 4 s; upstream OAuth grants are kept in \
+                 this process only"
+            ),
+        }
+        return Ok(Some(std::sync::Arc::new(TokenStore::memory(key))));
+    }
+    if let Some(store) = cache.and_then(|c| TokenStore::in_cache(c, key.clone())) {
+        return Ok(Some(std::sync::Arc::new(store?)));
+    }
+    Ok(Some(std::sync::Arc::new(TokenStore::memory(key))))
 }
 
 /// How backends are reached: through the proxy the process environment names, if any (reqwest

@@ -74,6 +74,9 @@ enum Command {
     Eval(cmd::eval::Command),
     /// Connect to an MCP server by URL and call a tool (a plain MCP client).
     Client(cmd::client::Args),
+    /// Upstream OAuth grants: authorize a server, revoke, list.
+    #[command(subcommand)]
+    Auth(cmd::auth::Command),
 }
 
 fn main() -> std::process::ExitCode {
@@ -142,6 +145,7 @@ async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
         Command::Broker(command) => cmd::broker::run(command).await,
         Command::Eval(command) => cmd::eval::run(command).await,
         Command::Client(args) => cmd::client::run(args).await,
+        Command::Auth(command) => cmd::auth::run(command).await,
     }
 }
 

@@ -260,7 +260,15 @@ impl Agent {
                     _ => Map::new(),
                 };
                 let cancel: Option<CancellationToken> = request.cancel.clone();
-                Some(self.backend.call(&id.server, &id.name, args, cancel).await)
+                let on_behalf = toolforge_mcp::OnBehalf {
+                    principal: request.principal.to_string(),
+                    token: request.caller_token.clone(),
+                };
+                Some(
+                    self.backend
+                        .call_for(on_behalf, &id.server, &id.name, args, cancel)
+                        .await,
+                )
             }
             _ => None,
         };

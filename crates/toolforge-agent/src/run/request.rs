@@ -22,6 +22,9 @@ pub struct RunRequest {
     /// Who asks (`anonymous` without identity): policies and limits decide for it, and every
     /// trace record names it.
     pub principal: toolforge_policy::Principal,
+    /// The access token the caller came with (a JWT or OAuth token, never an API key), for
+    /// servers that exchange it for one of their own.
+    pub caller_token: Option<toolforge_mcp::auth::AccessToken>,
     /// Cancelled when the caller goes away; in-flight tool calls are cancelled with it.
     pub cancel: Option<CancellationToken>,
 }

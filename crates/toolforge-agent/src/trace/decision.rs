@@ -24,6 +24,8 @@ pub enum Decision {
     Blocked { reason: String },
     /// No tool this caller may see has the name.
     NotFound,
+    /// The caller must first consent to the tool's server using its own account (OAuth).
+    AuthorizationRequired,
 }
 
 impl Decision {
@@ -53,6 +55,7 @@ impl fmt::Display for Decision {
             Self::Quarantined => f.write_str("quarantined"),
             Self::Blocked { reason } => write!(f, "blocked: {reason}"),
             Self::NotFound => f.write_str("not_found"),
+            Self::AuthorizationRequired => f.write_str("authorization_required"),
         }
     }
 }
@@ -94,6 +97,7 @@ impl FromStr for Decision {
         match text {
             "quarantined" => Ok(Self::Quarantined),
             "not_found" => Ok(Self::NotFound),
+            "authorization_required" => Ok(Self::AuthorizationRequired),
             _ => Err(unknown()),
         }
     }
@@ -147,6 +151,7 @@ mod tests {
                 "blocked: a secret in the arguments",
             ),
             (Decision::NotFound, "not_found"),
+            (Decision::AuthorizationRequired, "authorization_required"),
         ];
         for (decision, text) in cases {
             assert_eq!(decision.to_string(), text);

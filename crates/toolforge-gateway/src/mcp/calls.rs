@@ -300,6 +300,7 @@ impl Gateway {
         trail.decision = Some(Decision::allow());
         req.name = id.name.clone().into();
         let call = CallContext {
+            on_behalf: Some(self.shared.on_behalf(&ctx)),
             caller: Some(self.caller(&ctx)),
             progress: ctx.meta.get_progress_token(),
             cancel: Some(ctx.ct.clone()),
@@ -396,6 +397,22 @@ impl Gateway {
                     }
                 }
                 toolforge_mcp::CallError::Rpc(e) => return Err(e),
+                toolforge_mcp::CallError::AuthorizationRequired {
+                    server,
+                    principal,
+                    scope,
+                } => {
+                    trail.decision = Some(Decision::AuthorizationRequired);
+                    let target = (server.as_str(), id.name.as_str());
+                    return super::consent::needed(
+                        self,
+                        &ctx,
+                        &key,
+                        target,
+                        &principal,
+                        scope.as_deref(),
+                    );
+                }
                 other => {
                     return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                         ContentBlock::text(format!("toolforge: {other}")),
@@ -543,6 +560,13 @@ impl Gateway {
         *parked = envelope.parked;
         *nonce = envelope.nonce;
         req.request_state = envelope.backend_state;
+        // The answer to a consent request is the gateway's, not the backend's.
+        if let Some(responses) = req.input_responses.as_mut() {
+            responses.remove(super::consent::CONSENT_INPUT);
+            if responses.is_empty() {
+                req.input_responses = None;
+            }
+        }
         Ok((
             Routed {
                 id,

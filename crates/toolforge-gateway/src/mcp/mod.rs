@@ -22,6 +22,7 @@
 #![allow(deprecated)]
 
 mod calls;
+mod consent;
 mod events;
 mod handler;
 pub mod list_cache;
@@ -142,6 +143,10 @@ pub struct Shared {
     rules: RwLock<Rules>,
     /// Where every tool call's trace record goes (the agent's writer when both are served).
     trail: RwLock<toolforge_agent::TraceSink>,
+    /// Consent links for upstream OAuth (set by the HTTP server; none over stdio).
+    consent: RwLock<Option<Arc<crate::consent::Consent>>>,
+    /// The principal of stdio requests (`TOOLFORGE_TOKEN` or `--principal`), and the token.
+    stdio_identity: RwLock<Option<toolforge_mcp::OnBehalf>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -199,6 +204,8 @@ impl Shared {
             selection: Mutex::new(None),
             rules: RwLock::new(Rules::default()),
             trail: RwLock::new(toolforge_agent::TraceSink::disabled()),
+            consent: RwLock::new(None),
+            stdio_identity: RwLock::new(None),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -265,6 +272,49 @@ impl Shared {
     /// Traces every tool call through the gateway to `sink` from now on (one record per call,
     /// in the agent's schema; pass the agent's sink when both are served, so one writer keeps
     /// the file's hash chain).
+    /// Hands consent links out from `consent` from now on.
+    pub fn set_consent(&self, consent: Arc<crate::consent::Consent>) {
+        *self.consent.write() = Some(consent);
+    }
+
+    /// The consent pages' routes, when consent links are handed out.
+    #[must_use]
+    pub fn consent_routes(&self) -> Option<axum::Router> {
+        self.consent().map(crate::consent::routes)
+    }
+
+    /// The consent links, when served.
+    pub(super) fn consent(&self) -> Option<Arc<crate::consent::Consent>> {
+        self.consent.read().clone()
+    }
+
+    /// Requests without an HTTP request behind them (stdio) run as `identity`.
+    pub fn set_stdio_identity(&self, identity: toolforge_mcp::OnBehalf) {
+        *self.stdio_identity.write() = Some(identity);
+    }
+
+    /// Whom a request is for: its HTTP request's principal and token, else the stdio
+    /// identity, else `anonymous`.
+    pub(super) fn on_behalf(&self, ctx: &RequestContext<RoleServer>) -> toolforge_mcp::OnBehalf {
+        match ctx.extensions.get::<http::request::Parts>() {
+            Some(parts) => toolforge_mcp::OnBehalf {
+                principal: crate::identity::principal_of(&parts.extensions).to_string(),
+                token: parts
+                    .extensions
+                    .get::<crate::identity::CallerToken>()
+                    .map(|t| t.0.clone()),
+            },
+            None => self
+                .stdio_identity
+                .read()
+                .clone()
+                .unwrap_or(toolforge_mcp::OnBehalf {
+                    principal: toolforge_policy::Principal::anonymous().to_string(),
+                    token: None,
+                }),
+        }
+    }
+
     pub fn set_trail(&self, sink: toolforge_agent::TraceSink) {
         *self.trail.write() = sink;
     }
@@ -461,12 +511,18 @@ impl Gateway {
     pub(super) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         Caller::new(ctx.peer.clone(), ctx.id.clone(), self.session)
             .with_capabilities(ctx.client_capabilities())
+            .with_on_behalf(Some(self.shared.on_behalf(ctx)))
     }
 
     /// What this request may see: the operator's channels narrowed by the session's query and
     /// this request's headers.
     pub(super) fn scope(&self, ctx: &RequestContext<RoleServer>) -> Scope {
-        let channels = crate::visible::session_channels(&self.session_query, ctx);
+        let mut channels = crate::visible::session_channels(&self.session_query, ctx);
+        if ctx.extensions.get::<http::request::Parts>().is_none()
+            && let Some(stdio) = self.shared.stdio_identity.read().as_ref()
+        {
+            channels.principal = toolforge_policy::Principal::new(&stdio.principal);
+        }
         self.shared.scope(&channels)
     }
 

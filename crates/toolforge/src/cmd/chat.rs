@@ -51,6 +51,8 @@ pub struct Args {
     pub visibility: super::visibility::VisibilityArgs,
     #[command(flatten)]
     pub governance: super::governance::GovernanceArgs,
+    #[command(flatten)]
+    pub who: super::governance::StdioIdentityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -67,6 +69,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // An unknown EMBEDDER_BACKEND fails here, before any server starts.
     crate::embedder::Backend::from_env()?;
     let governance = args.governance.build(&settings, &config_path).await?;
+    let who = args.who.resolve(&settings).await?;
+    let principal = who
+        .as_ref()
+        .map_or_else(toolforge_policy::Principal::anonymous, |w| {
+            toolforge_policy::Principal::new(&w.principal)
+        });
     let mut options = crate::config::pool_options().await?;
     // A dry run never contacts a server whose tools the cache already holds, and (unless
     // listing is allowed) leaves out the servers it does not.
@@ -106,20 +114,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Err(e);
         }
     };
+    let channels = toolforge_gateway::visible::RequestChannels {
+        principal: principal.clone(),
+        ..Default::default()
+    };
     let request = RunRequest {
         message: args.request,
         session_id: args.session,
         dry_run: args.dry_run,
         visibility: Some(std::sync::Arc::new(
             move |catalog: &toolforge_select::Catalog| {
-                visibility
-                    .resolve(
-                        catalog,
-                        &toolforge_gateway::visible::RequestChannels::default(),
-                    )
-                    .catalog(catalog)
+                visibility.resolve(catalog, &channels).catalog(catalog)
             },
         )),
+        principal,
+        caller_token: who.and_then(|w| w.token),
         ..RunRequest::default()
     };
     let mut result = agent.run(request, None).await;

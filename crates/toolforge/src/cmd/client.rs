@@ -11,6 +11,12 @@
 //! `MCP_CONFORMANCE_SCENARIO` (and, for some scenarios, `MCP_CONFORMANCE_CONTEXT`); `plan`
 //! decides the calls from those. What the client answers to the server's own requests is in
 //! `handler`.
+//!
+//! A server that answers `401` with an OAuth challenge is authorized on the spot, with no user:
+//! the pool's OAuth client (`toolforge_mcp::auth`) discovers the authorization server,
+//! registers (pre-registered `--client-id`/`--client-secret`, or the suite's in
+//! `MCP_CONFORMANCE_CONTEXT`; a Client ID Metadata Document URL; else dynamic registration),
+//! follows the authorization redirect itself, and steps up on `insufficient_scope`.
 
 mod handler;
 mod plan;
@@ -24,7 +30,13 @@ use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientInitializeError, ClientLifecycleMode, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Map, Value, json};
+use toolforge_mcp::auth::{Bearer, ClientIdentity, Credentials, Headless};
+
+/// The Client ID Metadata Document URL the conformance suite's authorization servers expect
+/// (`auth/basic-cimd`); used in conformance mode when `--client-metadata-url` is not given.
+const CONFORMANCE_CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -37,6 +49,22 @@ pub struct Args {
     /// Seconds to wait for the server and for each call.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
+    /// An OAuth client id registered with the server's authorization server (default: a
+    /// Client ID Metadata Document where supported, else dynamic registration).
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
+    /// The secret of `--client-id`, for a confidential client (or `TOOLFORGE_CLIENT_SECRET`).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "TOOLFORGE_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// The HTTPS URL of this client's Client ID Metadata Document, its client id where the
+    /// authorization server supports them.
+    #[arg(long, value_name = "URL")]
+    pub client_metadata_url: Option<String>,
     /// The server's Streamable HTTP endpoint, used exactly as given.
     pub url: String,
 }
@@ -54,16 +82,17 @@ async fn within<T>(limit: Duration, what: &str, fut: impl Future<Output = T>) ->
 async fn connect(
     url: &str,
     timeout: Duration,
+    credentials: &Credentials,
 ) -> anyhow::Result<RunningService<RoleClient, handler::Answers>> {
     let auto = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let transport = StreamableHttpClientTransport::from_uri(url);
+    let first_transport = transport(url, credentials);
     let first = within(
         timeout,
         "connecting",
-        handler::Answers.serve_with_lifecycle(transport, auto),
+        handler::Answers.serve_with_lifecycle(first_transport, auto),
     )
     .await?;
     let connected = match first {
@@ -71,17 +100,54 @@ async fn connect(
             tracing::debug!(
                 "server/discover answered with a non-discovery result; using initialize"
             );
-            let transport = StreamableHttpClientTransport::from_uri(url);
+            let again = transport(url, credentials);
             within(
                 timeout,
                 "connecting",
-                handler::Answers.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+                handler::Answers.serve_with_lifecycle(again, ClientLifecycleMode::Initialize),
             )
             .await?
         }
         other => other,
     };
     connected.with_context(|| format!("could not connect to {url}"))
+}
+
+/// The transport to `url`, sending the tokens of `credentials`.
+fn transport(
+    url: &str,
+    credentials: &Credentials,
+) -> StreamableHttpClientTransport<Bearer<reqwest::Client>> {
+    StreamableHttpClientTransport::with_client(
+        Bearer::new(reqwest::Client::default(), credentials.clone()),
+        StreamableHttpClientTransportConfig::with_uri(url),
+    )
+}
+
+/// Who this client is to an authorization server: the flags, else the credentials a
+/// conformance scenario hands over (`client_id`, `client_secret`).
+fn identity(args: &Args, context: Option<&Value>, conformance: bool) -> ClientIdentity {
+    let from_context = |key: &str| {
+        context
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let client_id = args.client_id.clone().or_else(|| from_context("client_id"));
+    let client_secret = if args.client_id.is_some() {
+        args.client_secret.clone()
+    } else {
+        from_context("client_secret").or_else(|| args.client_secret.clone())
+    };
+    ClientIdentity {
+        client_secret: client_secret.filter(|_| client_id.is_some()),
+        client_id,
+        client_metadata_url: args
+            .client_metadata_url
+            .clone()
+            .or_else(|| conformance.then(|| CONFORMANCE_CLIENT_METADATA_URL.to_owned())),
+        client_name: "toolforge client".to_owned(),
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -106,8 +172,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         "invalid server URL {url} (expected http:// or https://)"
     );
     let timeout = Duration::from_secs(args.timeout.max(1));
+    let credentials: Credentials = std::sync::Arc::new(Headless::new(
+        url,
+        identity(&args, context.as_ref(), scenario.is_some()),
+    ));
 
-    let client = connect(url, timeout).await?;
+    let client = connect(url, timeout, &credentials).await?;
 
     let listed = within(timeout, "tools/list", client.list_all_tools()).await?;
     let tools = match listed {

@@ -23,6 +23,8 @@ pub struct Args {
     pub tool_mode: super::visibility::ToolModeArgs,
     #[command(flatten)]
     pub governance: super::governance::GovernanceArgs,
+    #[command(flatten)]
+    pub who: super::governance::StdioIdentityArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -34,6 +36,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .governance
         .build(&config.settings, &config_path)
         .await?;
+    let stdio_identity = args.who.resolve(&config.settings).await?;
     let traces = crate::agent::trace_sink().await?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
@@ -45,6 +48,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     crate::config::apply_state_key(&shared).await?;
     shared.set_rules(rules);
     shared.set_trail(traces.clone());
+    if let Some(who) = stdio_identity {
+        tracing::info!(principal = %who.principal, "stdio requests run as this principal");
+        shared.set_stdio_identity(who);
+    }
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
         () = crate::config::shutdown_signal() => Ok(()),

@@ -1,5 +1,6 @@
 //! One module per subcommand; each owns its clap arguments and its `run` function.
 
+pub mod auth;
 pub mod broker;
 pub mod chat;
 pub mod client;

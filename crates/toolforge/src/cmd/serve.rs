@@ -63,6 +63,11 @@ pub struct Args {
     /// Seconds an `/mcp` session lives with no request; it ends then and its memory is freed.
     #[arg(long, value_name = "SECONDS", default_value_t = toolforge_gateway::SessionLimits::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub session_idle_timeout: u64,
+    /// The gateway's base URL as its clients reach it (e.g. https://gw.example.com behind a
+    /// proxy): the OAuth resource (with /mcp), its metadata and the consent links derive from
+    /// it, and its host is accepted. Default: the bind address.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Extra Host names to accept (besides loopback), e.g. a public name behind a proxy.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
@@ -101,7 +106,8 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut visibility = args.visibility.config()?;
-    let identity = args.identity.build(args.host)?;
+    // Checked before anything starts; built with OAuth once the address is known.
+    args.identity.build(args.host)?;
     let config_path = crate::config::servers_config_path(args.config.clone());
     let config = crate::config::load_pool_config(args.config)?;
     let settings = config.settings.clone();
@@ -114,6 +120,39 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
+    let base = match &args.public_url {
+        Some(url) => {
+            let parsed = reqwest::Url::parse(url)
+                .with_context(|| format!("--public-url {url} is not a URL"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some(),
+                "--public-url {url} must be an http(s) URL"
+            );
+            url.trim_end_matches('/').to_owned()
+        }
+        None => format!("http://{addr}"),
+    };
+    let cancel = CancellationToken::new();
+    let oauth = match args.identity.oauth(&settings, &format!("{base}/mcp"))? {
+        Some(resource) => {
+            let http = toolforge_gateway::oauth::http_client().map_err(anyhow::Error::msg)?;
+            let resource = Arc::new(
+                toolforge_gateway::oauth::OAuthResource::new(resource, http)
+                    .map_err(anyhow::Error::msg)?,
+            );
+            resource
+                .start(Duration::from_secs(10), cancel.clone())
+                .await;
+            eprintln!(
+                "toolforge: OAuth resource {} (metadata at {})",
+                resource.settings.resource,
+                resource.metadata_url()
+            );
+            Some(resource)
+        }
+        None => None,
+    };
+    let identity = args.identity.build_with(args.host, oauth)?;
     let pool = crate::config::launch_pool(config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
@@ -133,9 +172,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         };
     // Gateway calls are traced through the agent's writer: one file, one hash chain.
     shared.set_trail(agent.traces().clone());
-    let cancel = CancellationToken::new();
+    if pool.credentials().is_some() {
+        shared.set_consent(Arc::new(toolforge_gateway::consent::Consent::new(
+            &base,
+            pool.clone(),
+            identity.clone(),
+        )));
+    }
     let drain = Arc::new(toolforge_gateway::Drain::new());
     let mut extra_hosts = args.allow_hosts;
+    if let Some(host) = args
+        .public_url
+        .as_deref()
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| u.host_str().map(str::to_owned))
+    {
+        extra_hosts.push(host);
+    }
     if !args.host.is_loopback() && !args.host.is_unspecified() {
         extra_hosts.push(args.host.to_string());
     }
