@@ -106,7 +106,7 @@ struct Owners {
 /// limit, and the calls of sessions whose handler (`S`) registered itself answered without the
 /// worker.
 #[derive(Debug)]
-pub struct CappedSessions<S = crate::Gateway> {
+pub struct CappedSessions<S = crate::mcp::Gateway> {
     shared: Arc<Sessions<S>>,
 }
 
