@@ -197,11 +197,8 @@ async fn redirect(listener: &tokio::net::TcpListener) -> anyhow::Result<String> 
             .filter(|t| t.starts_with("/callback"))
             .map(str::to_owned);
         let (status, body) = match &target {
-            Some(_) => (
-                "200 OK",
-                "toolforge: authorized. You can close this window.",
-            ),
-            None => ("404 Not Found", "not found"),
+            Some(t) => ("200 OK", callback_page(t)),
+            None => ("404 Not Found", "not found".to_owned()),
         };
         let response = format!(
             "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -211,5 +208,43 @@ async fn redirect(listener: &tokio::net::TcpListener) -> anyhow::Result<String> 
         if let Some(target) = target {
             return Ok(target);
         }
+    }
+}
+
+/// What the browser shows on the redirect: the code is exchanged only after this answer, so it
+/// promises nothing, and a refusal (`error=`) is said as one.
+fn callback_page(target: &str) -> String {
+    let refusal = target
+        .split_once('?')
+        .map_or("", |(_, query)| query)
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("error="));
+    match refusal {
+        Some(error) => {
+            // Only the RFC 6749 error code's own characters are echoed back.
+            let error: String = error
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .take(64)
+                .collect();
+            format!("toolforge: not authorized (the authorization server answered {error}). See the terminal.")
+        }
+        None => "toolforge: authorization received; the terminal says when the grant is kept. You can close this window.".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::callback_page;
+
+    #[test]
+    fn the_callback_page_says_a_refusal_as_one() {
+        let refused = callback_page("/callback?error=access_denied&state=x<script>");
+        assert!(refused.contains("not authorized"), "{refused}");
+        assert!(refused.contains("access_denied"), "{refused}");
+        let hostile = callback_page("/callback?error=<script>alert(1)</script>");
+        assert!(!hostile.contains('<'), "{hostile}");
+        let received = callback_page("/callback?code=abc&state=x");
+        assert!(received.contains("authorization received"), "{received}");
     }
 }

