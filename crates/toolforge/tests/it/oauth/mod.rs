@@ -4,6 +4,7 @@
 //! (`upstream`: fastmcp behind its JWT verifier, `tests/python/oauth_backend.py`).
 
 mod gateway_side;
+mod stdio_identity;
 mod upstream;
 
 use std::path::{Path, PathBuf};

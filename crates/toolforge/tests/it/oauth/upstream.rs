@@ -18,13 +18,13 @@ use super::{Provider, token_for, wait_listed};
 use crate::{LISTENING, Served, announced, bin, root, stateless_rpc, tool};
 
 /// The server that requires OAuth, killed on drop; `url` is its MCP URL (its tokens' audience).
-struct Backend {
+pub(super) struct Backend {
     _child: tokio::process::Child,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Backend {
-    async fn start(issuer: &str) -> Self {
+    pub(super) async fn start(issuer: &str) -> Self {
         let mut child = tokio::process::Command::new(tool("fastmcp-venv/bin/python"))
             .arg(root().join("crates/toolforge/tests/python/oauth_backend.py"))
             .args([issuer, "0"])
@@ -86,6 +86,31 @@ async fn whoami(mcp: &str, token: &str) -> Result<Value, String> {
     Ok(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {answer}")))
 }
 
+/// `count` calls of `whoami`, alternately alice's and bob's, all in flight at once; each with
+/// whose call it was.
+async fn interleaved(
+    served: &Served,
+    alice: &str,
+    bob: &str,
+    count: usize,
+) -> Vec<(&'static str, Result<Value, String>)> {
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let (who, token) = if i % 2 == 0 {
+            ("alice", alice.to_owned())
+        } else {
+            ("bob", bob.to_owned())
+        };
+        let mcp = served.mcp();
+        calls.spawn(async move { (who, whoami(&mcp, &token).await) });
+    }
+    let mut answers = Vec::new();
+    while let Some(done) = calls.join_next().await {
+        answers.push(done.unwrap());
+    }
+    answers
+}
+
 /// The trace's `whoami` records, once there are `count` (polled for at most 30 s); and the whole
 /// trace text.
 async fn traced(served: &Served, count: usize) -> (Vec<Value>, String) {
@@ -128,20 +153,7 @@ async fn token_exchange_trades_each_principals_own_token_once() {
     wait_listed(&served, &alice, "whoami").await;
 
     // Ten calls of each principal, interleaved and all in flight at once.
-    let mut calls = tokio::task::JoinSet::new();
-    for i in 0..20 {
-        let (who, token) = if i % 2 == 0 {
-            ("alice", alice.clone())
-        } else {
-            ("bob", bob.clone())
-        };
-        let mcp = served.mcp();
-        calls.spawn(async move { (who, whoami(&mcp, &token).await) });
-    }
-    let mut answers = Vec::new();
-    while let Some(done) = calls.join_next().await {
-        answers.push(done.unwrap());
-    }
+    let answers = interleaved(&served, &alice, &bob, 20).await;
     for (who, answer) in &answers {
         let answer = answer.as_ref().unwrap_or_else(|e| panic!("{who}: {e}"));
         assert_eq!(answer["sub"], *who, "{who}'s call carried {answer}");
@@ -286,9 +298,12 @@ async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
         .await
         .expect("bob's call after consent");
     assert_eq!(his["sub"], "bob", "{his}");
-    let mine = whoami(&served.mcp(), &alice).await.expect("alice's call");
-    assert_eq!(mine["sub"], "alice", "{mine}");
-    let (_, text) = traced(&served, 3).await;
+    // Each with a grant of their own: interleaved concurrent calls carry their own subject.
+    for (who, answer) in interleaved(&served, &alice, &bob, 20).await {
+        let answer = answer.unwrap_or_else(|e| panic!("{who}: {e}"));
+        assert_eq!(answer["sub"], who, "{who}'s call carried {answer}");
+    }
+    let (_, text) = traced(&served, 22).await;
     assert_nothing_sensitive(&text, &[&alice, &bob]);
 
     // A restart on the same store: both grants are still there, no consent asked again.
