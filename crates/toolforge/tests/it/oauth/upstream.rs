@@ -49,14 +49,27 @@ const TOKEN_KEY: &str = "7f3c1e5a9b2d4f6081a3c5e7f9b1d3f5a7c9e1b3d5f7a9c1e3b5d7f
 /// `serve --stateless --oauth-issuer` with `who` (the backend, authorized by `auth`) as its one
 /// server, its grant store in `cache` (so a second gateway on the same `cache` is a restart).
 async fn gateway(provider: &Provider, backend: &Backend, auth: Value, cache: &Path) -> Served {
+    gateway_with(provider, backend, auth, cache, &[]).await
+}
+
+/// [`gateway`] with extra environment (`REDIS_URL` for replicas).
+async fn gateway_with(
+    provider: &Provider,
+    backend: &Backend,
+    auth: Value,
+    cache: &Path,
+    envs: &[(&str, &str)],
+) -> Served {
     let config = json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}});
     let cache = cache.display().to_string();
+    let mut all = vec![
+        ("XDG_CACHE_HOME", cache.as_str()),
+        ("TOOLFORGE_TOKEN_KEY", TOKEN_KEY),
+    ];
+    all.extend_from_slice(envs);
     Served::start_full(
         &config,
-        &[
-            ("XDG_CACHE_HOME", &cache),
-            ("TOOLFORGE_TOKEN_KEY", TOKEN_KEY),
-        ],
+        &all,
         &["--stateless", "--oauth-issuer", &provider.issuer],
     )
     .await
@@ -184,7 +197,7 @@ async fn token_exchange_trades_each_principals_own_token_once() {
 
 /// `toolforge auth login who --principal PRINCIPAL` (the operator's command) with the gateway's
 /// grant store, completed by a headless browser signing in as the principal.
-async fn operator_login(config: &Path, cache: &Path, principal: &str) {
+async fn operator_login(config: &Path, cache: &Path, principal: &str, envs: &[(&str, &str)]) {
     let mut login = tokio::process::Command::new(bin())
         .args(["auth", "login", "who", "--principal", principal, "--config"])
         .arg(config)
@@ -192,6 +205,7 @@ async fn operator_login(config: &Path, cache: &Path, principal: &str) {
         .env("TOOLFORGE_TOKEN_KEY", TOKEN_KEY)
         .env_remove("REDIS_URL")
         .env_remove("CATALOG_CACHE_BACKEND")
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -264,7 +278,7 @@ async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
         json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}}).to_string(),
     )
     .unwrap();
-    operator_login(&config, cache.path(), "alice").await;
+    operator_login(&config, cache.path(), "alice", &[]).await;
 
     let served = gateway(&provider, &backend, auth.clone(), cache.path()).await;
     let alice = token_for(&keys, &provider, &served, "alice").await;
@@ -318,4 +332,53 @@ async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
             .unwrap_or_else(|e| panic!("{who} after the restart: {e}"));
         assert_eq!(answer["sub"], who, "{answer}");
     }
+}
+
+#[tokio::test]
+async fn a_consent_given_through_one_replica_is_used_by_another() {
+    let keys = tempfile::tempdir().unwrap();
+    let keys = keys.path().join("keys.json");
+    let provider = Provider::start(&keys, 0).await;
+    let backend = Backend::start(&provider.issuer).await;
+    let redis = crate::cache::start_redis();
+    let shared = [("REDIS_URL", redis.url.as_str())];
+    let auth = json!({"type": "oauth", "listAs": "alice"});
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("mcp.servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    // Each replica has a cache directory of its own: the grants are shared through Redis only.
+    let (cache_a, cache_b, cache_login) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    operator_login(&config, cache_login.path(), "alice", &shared).await;
+    let a = gateway_with(&provider, &backend, auth.clone(), cache_a.path(), &shared).await;
+    let b = gateway_with(&provider, &backend, auth, cache_b.path(), &shared).await;
+    let bob_a = token_for(&keys, &provider, &a, "bob").await;
+    let bob_b = token_for(&keys, &provider, &b, "bob").await;
+    let alice_b = token_for(&keys, &provider, &b, "alice").await;
+    wait_listed(&a, &bob_a, "whoami").await;
+    wait_listed(&b, &bob_b, "whoami").await;
+
+    // Bob consents through replica a; replica b then calls with his grant, asking nothing.
+    let link = consent_link(
+        &whoami(&a.mcp(), &bob_a)
+            .await
+            .expect_err("bob has no grant"),
+    );
+    let page = browse(&link, "bob", Some(&bob_a)).await;
+    assert_eq!(page["status"], 200, "{page}");
+    let his = whoami(&b.mcp(), &bob_b)
+        .await
+        .expect("bob's call through replica b");
+    assert_eq!(his["sub"], "bob", "{his}");
+    let hers = whoami(&b.mcp(), &alice_b)
+        .await
+        .expect("alice's call through replica b");
+    assert_eq!(hers["sub"], "alice", "{hers}");
 }
