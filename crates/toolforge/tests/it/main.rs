@@ -279,12 +279,15 @@ pub async fn stateless_rpc(mcp: &str, key: Option<&str>, method: &str, params: V
         req = req.bearer_auth(key);
     }
     let text = req.send().await.unwrap().text().await.unwrap();
+    answer_json(&text).unwrap_or_else(|e| panic!("{method}: {e}: {text}"))
+}
+
+/// The JSON-RPC message of an `/mcp` answer: a JSON body, or the first `data:` of an SSE one.
+pub fn answer_json(text: &str) -> serde_json::Result<Value> {
     let body = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .find(|d| !d.trim().is_empty())
-        .unwrap_or(&text)
-        .trim()
-        .to_owned();
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{method}: {e}: {text}"))
+        .unwrap_or(text);
+    serde_json::from_str(body.trim())
 }

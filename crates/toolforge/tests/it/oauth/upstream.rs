@@ -7,7 +7,7 @@
 //! concurrent calls of two principals never see each other's subject, the grants survive a
 //! restart, and no token reaches the trace.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -261,25 +261,54 @@ fn consent_link(text: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test]
-async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
-    let keys = tempfile::tempdir().unwrap();
-    let keys = keys.path().join("keys.json");
+/// The provider, the server that requires OAuth as `who` with
+/// `"auth": {"type": "oauth", "listAs": "alice"}`, and alice (whose grant reads its lists)
+/// authorized by the operator before anything serves (`toolforge auth login`, into `cache`, or
+/// where `envs` say: `REDIS_URL`).
+struct Authorized {
+    keys: PathBuf,
+    provider: Provider,
+    backend: Backend,
+    auth: Value,
+    cache: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+async fn alice_authorized(envs: &[(&str, &str)]) -> Authorized {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.json");
     let provider = Provider::start(&keys, 0).await;
     let backend = Backend::start(&provider.issuer).await;
     let cache = tempfile::tempdir().unwrap();
     let auth = json!({"type": "oauth", "listAs": "alice"});
-
-    // The operator authorizes alice, whose grant reads the server's lists, before serving.
-    let config_dir = tempfile::tempdir().unwrap();
-    let config = config_dir.path().join("mcp.servers.json");
+    let config = dir.path().join("mcp.servers.json");
     std::fs::write(
         &config,
         json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}}).to_string(),
     )
     .unwrap();
-    operator_login(&config, cache.path(), "alice", &[]).await;
+    operator_login(&config, cache.path(), "alice", envs).await;
+    Authorized {
+        keys,
+        provider,
+        backend,
+        auth,
+        cache,
+        _dir: dir,
+    }
+}
 
+#[tokio::test]
+async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
+    let Authorized {
+        keys,
+        provider,
+        backend,
+        auth,
+        cache,
+        _dir: _kept,
+        ..
+    } = alice_authorized(&[]).await;
     let served = gateway(&provider, &backend, auth.clone(), cache.path()).await;
     let alice = token_for(&keys, &provider, &served, "alice").await;
     let bob = token_for(&keys, &provider, &served, "bob").await;
@@ -336,27 +365,18 @@ async fn consent_binds_each_principals_own_grant_and_survives_a_restart() {
 
 #[tokio::test]
 async fn a_consent_given_through_one_replica_is_used_by_another() {
-    let keys = tempfile::tempdir().unwrap();
-    let keys = keys.path().join("keys.json");
-    let provider = Provider::start(&keys, 0).await;
-    let backend = Backend::start(&provider.issuer).await;
     let redis = crate::cache::start_redis();
     let shared = [("REDIS_URL", redis.url.as_str())];
-    let auth = json!({"type": "oauth", "listAs": "alice"});
-    let config_dir = tempfile::tempdir().unwrap();
-    let config = config_dir.path().join("mcp.servers.json");
-    std::fs::write(
-        &config,
-        json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}}).to_string(),
-    )
-    .unwrap();
+    let Authorized {
+        keys,
+        provider,
+        backend,
+        auth,
+        _dir: _kept,
+        ..
+    } = alice_authorized(&shared).await;
     // Each replica has a cache directory of its own: the grants are shared through Redis only.
-    let (cache_a, cache_b, cache_login) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    operator_login(&config, cache_login.path(), "alice", &shared).await;
+    let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = gateway_with(&provider, &backend, auth.clone(), cache_a.path(), &shared).await;
     let b = gateway_with(&provider, &backend, auth, cache_b.path(), &shared).await;
     let bob_a = token_for(&keys, &provider, &a, "bob").await;
@@ -381,4 +401,181 @@ async fn a_consent_given_through_one_replica_is_used_by_another() {
         .await
         .expect("alice's call through replica b");
     assert_eq!(hers["sub"], "alice", "{hers}");
+}
+
+/// One stateless 2026-07-28 `tools/call` of `whoami` as the bearer of `token`, declaring URL
+/// elicitation, with `extra` merged into the params (a retry's `requestState` and
+/// `inputResponses`); the JSON-RPC answer.
+async fn modern_whoami(mcp: &str, token: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "whoami", "arguments": {},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "consent-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}}
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let text = reqwest::Client::new()
+        .post(mcp)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "whoami")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+        .send()
+        .await
+        .expect("an answer")
+        .text()
+        .await
+        .unwrap_or_default();
+    crate::answer_json(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_is_asked_for_consent_inside_the_protocol() {
+    let Authorized {
+        keys,
+        provider,
+        backend,
+        auth,
+        cache,
+        _dir: _kept,
+        ..
+    } = alice_authorized(&[]).await;
+    let served = gateway(&provider, &backend, auth, cache.path()).await;
+    let bob = token_for(&keys, &provider, &served, "bob").await;
+    wait_listed(&served, &bob, "whoami").await;
+
+    // Bob's client can elicit by URL: the call asks for his consent as an input request.
+    let asked = modern_whoami(&served.mcp(), &bob, json!({})).await;
+    let request = &asked["result"]["inputRequests"]["toolforge-consent"];
+    assert_eq!(request["method"], "elicitation/create", "{asked}");
+    assert_eq!(request["params"]["mode"], "url", "{asked}");
+    let link = request["params"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        link.starts_with(&format!("{}/oauth/start?id=", served.base)),
+        "{asked}"
+    );
+    let state = asked["result"]["requestState"].clone();
+    assert!(state.is_string(), "{asked}");
+
+    // He opens it and signs in; the client's retry goes through with his own token.
+    let page = browse(&link, "bob", Some(&bob)).await;
+    assert_eq!(page["status"], 200, "{page}");
+    let retried = modern_whoami(
+        &served.mcp(),
+        &bob,
+        json!({"requestState": state,
+            "inputResponses": {"toolforge-consent": {"action": "accept"}}}),
+    )
+    .await;
+    let text = retried["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let answer: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {retried}"));
+    assert_eq!(answer["sub"], "bob", "{retried}");
+}
+
+/// A 2025-11-25 session on `mcp` as the bearer of `token`, declaring URL elicitation.
+struct LegacySession {
+    mcp: String,
+    token: String,
+    id: String,
+}
+
+impl LegacySession {
+    async fn open(mcp: &str, token: &str) -> Self {
+        let mut session = Self {
+            mcp: mcp.to_owned(),
+            token: token.to_owned(),
+            id: String::new(),
+        };
+        let (headers, _) = session
+            .post(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"url": {}}},
+                "clientInfo": {"name": "consent-test", "version": "1"}}}),
+            )
+            .await;
+        session.id = headers["mcp-session-id"].to_str().unwrap().to_owned();
+        session
+            .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        session
+    }
+
+    async fn post(&self, body: &Value) -> (reqwest::header::HeaderMap, Value) {
+        let mut request = reqwest::Client::new()
+            .post(&self.mcp)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(body);
+        if !self.id.is_empty() {
+            request = request
+                .header("mcp-session-id", &self.id)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let response = request.send().await.expect("an answer");
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        (headers, crate::answer_json(&text).unwrap_or(Value::Null))
+    }
+
+    async fn whoami(&self) -> Value {
+        self.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "whoami", "arguments": {}}}))
+            .await
+            .1
+    }
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_gets_the_url_elicitation_error_and_calls_again() {
+    let Authorized {
+        keys,
+        provider,
+        backend,
+        auth,
+        cache,
+        _dir: _kept,
+        ..
+    } = alice_authorized(&[]).await;
+    let servers = json!({"mcpServers": {"who": {"url": backend.url, "auth": auth}}});
+    let cache_dir = cache.path().display().to_string();
+    let served = Served::start_full(
+        &servers,
+        &[
+            ("XDG_CACHE_HOME", cache_dir.as_str()),
+            ("TOOLFORGE_TOKEN_KEY", TOKEN_KEY),
+        ],
+        &["--oauth-issuer", &provider.issuer],
+    )
+    .await;
+    let bob = token_for(&keys, &provider, &served, "bob").await;
+    wait_listed(&served, &bob, "whoami").await;
+
+    let session = LegacySession::open(&served.mcp(), &bob).await;
+    let refused = session.whoami().await;
+    assert_eq!(refused["error"]["code"], -32042, "{refused}");
+    let elicitation = &refused["error"]["data"]["elicitations"][0];
+    assert_eq!(elicitation["mode"], "url", "{refused}");
+    let link = elicitation["url"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        link.starts_with(&format!("{}/oauth/start?id=", served.base)),
+        "{refused}"
+    );
+
+    let page = browse(&link, "bob", Some(&bob)).await;
+    assert_eq!(page["status"], 200, "{page}");
+    let answered = session.whoami().await;
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let answer: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {answered}"));
+    assert_eq!(answer["sub"], "bob", "{answered}");
 }
