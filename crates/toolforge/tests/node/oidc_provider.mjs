@@ -10,7 +10,8 @@
 // client, `toolforge-gateway` / `gateway-secret`, allowed client credentials and the RFC 8693
 // token exchange (registered as a grant type: the subject token must be one of this provider's
 // access tokens; the exchanged token keeps its `sub`, is meant for the `audience` or `resource`
-// asked for, and names the client as the actor, `act.sub`). `GET /_test/exchanges` answers how
+// asked for, and names the client as the actor, `act.sub`), and may introspect tokens (RFC
+// 7662). A client registered with "opaque" in its `client_name` gets opaque access tokens. `GET /_test/exchanges` answers how
 // many exchanges were made per subject, for tests that check the gateway keeps exchanged tokens.
 //
 //   node oidc_provider.mjs KEYS_FILE [PORT]
@@ -56,17 +57,19 @@ server.listen(Number(portArg ?? 0), "127.0.0.1", () => {
     scopes: ["openid", "offline_access", "tools"],
     features: {
       clientCredentials: { enabled: true },
+      introspection: { enabled: true },
       registration: { enabled: true },
       resourceIndicators: {
         enabled: true,
         // A client that names one resource gets a token for it; the MCP clients always name one.
         defaultResource: (_ctx, _client, oneOf) => (oneOf ? oneOf[0] : undefined),
         useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx, resourceIndicator) => ({
+        // Clients whose name says "opaque" get opaque tokens, checked by introspection.
+        getResourceServerInfo: (_ctx, resourceIndicator, client) => ({
           scope: "tools",
           audience: resourceIndicator,
           accessTokenTTL: 600,
-          accessTokenFormat: "jwt",
+          accessTokenFormat: client?.clientName?.includes("opaque") ? "opaque" : "jwt",
           jwt: { sign: { alg: "RS256" } },
         }),
       },

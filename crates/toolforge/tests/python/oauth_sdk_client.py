@@ -8,6 +8,8 @@ to the SDK.
 
     python oauth_sdk_client.py URL LOGIN [--call NAME JSON]...
 
+OAUTH_CLIENT_NAME sets the `client_name` it registers with.
+
 Prints one JSON object: {"tools": [names], "calls": [{name, is_error, text} | {name, error}],
 "authorized": true when the browser was sent to the authorization server, "token_audience" and
 "token_kid": the access token's `aud` and signing key id}; on failure {"error": message}.
@@ -16,6 +18,7 @@ Prints one JSON object: {"tools": [names], "calls": [{name, is_error, text} | {n
 import asyncio
 import base64
 import json
+import os
 import sys
 
 import httpx2
@@ -72,7 +75,7 @@ async def main():
     auth = OAuthClientProvider(
         server_url=url,
         client_metadata=OAuthClientMetadata(
-            client_name="python sdk oauth client",
+            client_name=os.environ.get("OAUTH_CLIENT_NAME", "python sdk oauth client"),
             redirect_uris=[REDIRECT_URI],
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
@@ -91,9 +94,11 @@ async def main():
                 except Exception as e:  # noqa: BLE001 - the test wants every failure as data
                     out["calls"].append({"name": name, "error": str(e)})
     if storage.tokens is not None:
-        header, payload = storage.tokens.access_token.split(".")[:2]
-        out["token_audience"] = decoded(payload)["aud"]
-        out["token_kid"] = decoded(header)["kid"]
+        parts = storage.tokens.access_token.split(".")
+        out["token_format"] = "jwt" if len(parts) == 3 else "opaque"
+        if len(parts) == 3:
+            out["token_audience"] = decoded(parts[1])["aud"]
+            out["token_kid"] = decoded(parts[0])["kid"]
     print(json.dumps(out))
 
 

@@ -2,7 +2,8 @@
 //! provider: the official Python and TypeScript SDKs' OAuth clients log in from discovery alone
 //! (the 401, the protected-resource metadata, the provider's metadata, dynamic registration, the
 //! code flow with PKCE and `resource`) and list and call tools as the user who signed in;
-//! requests without a token get the 401 that starts that discovery; tokens for another
+//! an opaque token is checked by introspection; requests without a token get the 401 that
+//! starts that discovery; tokens for another
 //! audience, expired or not valid yet are refused; and a key the provider rotated to is used
 //! without a restart.
 
@@ -14,6 +15,7 @@ use super::{Provider, minted, node, now, run_json, token_for, wait_listed};
 use crate::{Served, root, tool};
 
 /// The gateway trusting `issuer`, with the fastmcp server as its one backend `fm`.
+/// Opaque tokens are checked by introspection, as the provider's `toolforge-gateway` client.
 async fn gateway(issuer: &str) -> Served {
     let config = json!({"mcpServers": {"fm": {
         "command": tool("fastmcp-venv/bin/python"),
@@ -21,14 +23,27 @@ async fn gateway(issuer: &str) -> Served {
     }}});
     Served::start_full(
         &config,
-        &[],
-        &["--oauth-issuer", issuer, "--oauth-scope", "tools"],
+        &[("TOOLFORGE_INTROSPECTION_SECRET", "gateway-secret")],
+        &[
+            "--oauth-issuer",
+            issuer,
+            "--oauth-scope",
+            "tools",
+            "--oauth-introspection-client-id",
+            "toolforge-gateway",
+        ],
     )
     .await
 }
 
 /// The Python SDK's OAuth client signing in as `login`, then calling `divide`.
 async fn python_sdk(mcp: &str, login: &str) -> Value {
+    python_sdk_as(mcp, login, "python sdk oauth client").await
+}
+
+/// [`python_sdk`] registering as `client_name` (with "opaque" in it, the provider issues opaque
+/// tokens).
+async fn python_sdk_as(mcp: &str, login: &str, client_name: &str) -> Value {
     let script = root().join("crates/toolforge/tests/python/oauth_sdk_client.py");
     let args = [
         script.display().to_string(),
@@ -38,7 +53,13 @@ async fn python_sdk(mcp: &str, login: &str) -> Value {
         "divide".to_owned(),
         r#"{"a": 7, "b": 2}"#.to_owned(),
     ];
-    run_json(&tool("venv/bin/python"), &args, &[]).await
+    let name = std::path::PathBuf::from(client_name);
+    run_json(
+        &tool("venv/bin/python"),
+        &args,
+        &[("OAUTH_CLIENT_NAME", name)],
+    )
+    .await
 }
 
 /// The TypeScript SDK's OAuth client signing in as `login`, then calling `divide`.
@@ -141,8 +162,19 @@ async fn the_sdks_oauth_clients_sign_in_from_discovery_alone() {
     );
     assert_eq!(typescript["token_audience"], served.mcp(), "{typescript}");
 
+    // An opaque token is checked by introspection at the provider.
+    let opaque = python_sdk_as(&served.mcp(), "gina", "opaque python client").await;
+    assert_eq!(opaque["token_format"], "opaque", "{opaque}");
+    assert_eq!(
+        opaque["calls"][0]["text"], r#"{"quotient":3.5}"#,
+        "{opaque}"
+    );
+
     // Each call ran as the user who signed in: the token's subject is the principal.
-    assert_eq!(traced_principals(&served, 2).await, ["alice", "bob"]);
+    assert_eq!(
+        traced_principals(&served, 3).await,
+        ["alice", "bob", "gina"]
+    );
 }
 
 #[tokio::test]
