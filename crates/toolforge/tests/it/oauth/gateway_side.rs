@@ -14,13 +14,21 @@ use serde_json::{Value, json};
 use super::{Provider, minted, node, now, run_json, token_for, wait_listed};
 use crate::{Served, root, tool};
 
-/// The gateway trusting `issuer`, with the fastmcp server as its one backend `fm`.
-/// Opaque tokens are checked by introspection, as the provider's `toolforge-gateway` client.
-async fn gateway(issuer: &str) -> Served {
-    let config = json!({"mcpServers": {"fm": {
+/// The gateway trusting `issuer`, with the fastmcp server as its one backend `fm`; opaque tokens
+/// are checked by introspection, as the provider's `toolforge-gateway` client. Configured by
+/// flags, or (`in_file`) by the servers configuration's `"toolforge": {"identity": {"oauth"}}`.
+async fn gateway(issuer: &str, in_file: bool) -> Served {
+    let mut config = json!({"mcpServers": {"fm": {
         "command": tool("fastmcp-venv/bin/python"),
         "args": [root().join("crates/toolforge/tests/python/fastmcp_server.py")],
     }}});
+    if in_file {
+        config["toolforge"] = json!({"identity": {"oauth": {
+            "issuers": [issuer], "scopes": ["tools"],
+            "introspection": {"clientId": "toolforge-gateway", "clientSecret": "gateway-secret"},
+        }}});
+        return Served::start(&config).await;
+    }
     Served::start_full(
         &config,
         &[("TOOLFORGE_INTROSPECTION_SECRET", "gateway-secret")],
@@ -135,7 +143,7 @@ async fn the_sdks_oauth_clients_sign_in_from_discovery_alone() {
     let keys = tempfile::tempdir().unwrap();
     let keys = keys.path().join("keys.json");
     let provider = Provider::start(&keys, 0).await;
-    let served = gateway(&provider.issuer).await;
+    let served = gateway(&provider.issuer, true).await;
     let operator = token_for(&keys, &provider, &served, "operator").await;
     wait_listed(&served, &operator, "divide").await;
 
@@ -182,7 +190,7 @@ async fn tokens_are_refused_for_what_they_are_and_a_rotated_key_is_used_without_
     let keys = tempfile::tempdir().unwrap();
     let first_keys = keys.path().join("first.json");
     let provider = Provider::start(&first_keys, 0).await;
-    let served = gateway(&provider.issuer).await;
+    let served = gateway(&provider.issuer, false).await;
     let operator = token_for(&first_keys, &provider, &served, "operator").await;
     wait_listed(&served, &operator, "divide").await;
     let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", served.base);
