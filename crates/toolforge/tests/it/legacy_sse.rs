@@ -313,3 +313,103 @@ async fn t_stdio_serves_stdin_and_the_old_flags_still_work() {
         "{stderr}"
     );
 }
+
+/// The first `endpoint` event of a `GET /sse` answer (the stream stays open: closing it ends
+/// the session).
+async fn endpoint_of(response: &mut reqwest::Response) -> String {
+    let mut text = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(rest) = text.split("event: endpoint").nth(1)
+                && let Some(data) = rest.split("data: ").nth(1)
+                && let Some(line) = data.split('\n').next()
+                && data.contains('\n')
+            {
+                return line.trim().to_owned();
+            }
+        }
+        panic!("the stream ended before its endpoint event: {text:?}");
+    })
+    .await;
+    read.expect("an endpoint event within 30 s")
+}
+
+#[tokio::test]
+async fn with_identity_on_a_legacy_session_needs_a_token_and_belongs_to_its_principal() {
+    let backend = SseBackend::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(
+        &keys,
+        "alice-key-0123456789 alice\nbob-key-0123456789abc bob\n",
+    )
+    .unwrap();
+    let config = json!({"mcpServers": {"legacy": {"url": backend.url(), "type": "sse"}}});
+    let served =
+        Served::start_full(&config, &[], &["--api-keys", &keys.display().to_string()]).await;
+    let client = reqwest::Client::new();
+    let health = || {
+        client
+            .get(format!("{}/health", served.base))
+            .bearer_auth("alice-key-0123456789")
+            .send()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let h: Value = health().await.unwrap().json().await.unwrap();
+        if server_state(&h, "legacy")["state"] == "ready" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{h}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let anonymous = client
+        .get(format!("{}/sse", served.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401, "no token, no session");
+
+    // The SDK's SSE client with alice's token lists and calls.
+    let out = python_client(&[
+        "sse".into(),
+        format!("{}/sse", served.base),
+        "--header".into(),
+        "Authorization:Bearer alice-key-0123456789".into(),
+        "--call".into(),
+        "add".into(),
+        json!({"a": 40, "b": 2}).to_string(),
+    ])
+    .await;
+    assert_eq!(call(&out, 0)["text"], "42", "{out}");
+
+    // Alice's session is hers: bob, who learned its URL, is told it does not exist.
+    let mut stream = client
+        .get(format!("{}/sse", served.base))
+        .bearer_auth("alice-key-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let endpoint = endpoint_of(&mut stream).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let as_bob = client
+        .post(format!("{}{endpoint}", served.base))
+        .bearer_auth("bob-key-0123456789abc")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(as_bob.status(), 404, "not bob's session");
+    let as_alice = client
+        .post(format!("{}{endpoint}", served.base))
+        .bearer_auth("alice-key-0123456789")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(as_alice.status(), 202, "alice's own session");
+    drop(stream);
+}
