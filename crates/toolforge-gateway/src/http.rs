@@ -1,4 +1,5 @@
-//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /tools`, `GET /health` (and the
+//! The HTTP face: `/mcp` (Streamable HTTP, rmcp's service), `GET /sse` and `POST /messages` (the
+//! legacy HTTP+SSE transport, [`crate::legacy_sse`]), `GET /tools`, `GET /health` (and the
 //! load balancer's open probes [`PROBE_PATHS`]), the agent's routes ([`crate::chat`]), the web
 //! console at `/ui` ([`crate::console`]), and JSON errors for everything else.
 //!
@@ -216,7 +217,7 @@ async fn not_found(req: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "no route for {} {}; see GET /openapi.json (POST /mcp, /chat, /chat/stream, /agent/run; GET /tools, /health, /ui)",
+            "no route for {} {}; see GET /openapi.json (POST /mcp, /chat, /chat/stream, /agent/run; GET /sse, /tools, /health, /ui)",
             req.method(),
             req.uri().path()
         ),
@@ -305,6 +306,35 @@ fn cross_site(method: &axum::http::Method, headers: &HeaderMap) -> bool {
 
 pub use crate::identity::PROBE_PATHS;
 
+/// Why a request from a page of another site is refused (DNS rebinding, a foreign `Origin`, a
+/// cross-site request without one); `None` lets it through. Also the built-in servers' guard
+/// (`crate::visible::serve`).
+pub(crate) fn foreign_request(
+    method: &axum::http::Method,
+    headers: &HeaderMap,
+    extra_hosts: &[String],
+) -> Option<ApiError> {
+    if cross_site(method, headers) {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "a request from another site is refused (Sec-Fetch-Site); open the page itself",
+        ));
+    }
+    if !host_allowed(headers, extra_hosts) {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Host header is not allowed (DNS-rebinding protection)",
+        ));
+    }
+    if !origin_allowed(headers, extra_hosts) {
+        return Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Origin is not allowed (DNS-rebinding protection)",
+        ));
+    }
+    None
+}
+
 /// Why a request is refused before any route sees it: a Host or Origin that is not ours
 /// (DNS rebinding), or a declared body over the bound. `None` lets it through.
 fn refusal(
@@ -316,23 +346,8 @@ fn refusal(
     if PROBE_PATHS.contains(&path) {
         return None;
     }
-    if cross_site(method, headers) {
-        return Some(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "a request from another site is refused (Sec-Fetch-Site); open the page itself",
-        ));
-    }
-    if !host_allowed(headers, &opts.extra_hosts) {
-        return Some(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "Host header is not allowed (DNS-rebinding protection)",
-        ));
-    }
-    if !origin_allowed(headers, &opts.extra_hosts) {
-        return Some(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "Origin is not allowed (DNS-rebinding protection)",
-        ));
+    if let Some(foreign) = foreign_request(method, headers, &opts.extra_hosts) {
+        return Some(foreign);
     }
     let too_big = headers
         .get(header::CONTENT_LENGTH)
@@ -459,7 +474,8 @@ fn session_gone(had_session: bool, response: Response) -> Response {
 pub use crate::mcp_sessions::SESSION_GONE_MESSAGE;
 
 /// Counts every request (route, status, latency) and holds it in flight for the drain until
-/// its response body has been sent; listening streams (`GET /mcp`) are not held. Requests
+/// its response body has been sent; listening streams (`GET /mcp`, `GET /sse`) are not held
+/// (a legacy session's requests hold it until their answers are sent). Requests
 /// carry the metrics in their extensions, for the tool-call counters further in. A request
 /// with a [`refusal`] is answered here (and counted) without reaching its route. One
 /// middleware for both: each `from_fn` layer costs allocations on every request.
@@ -467,7 +483,7 @@ async fn observe(State(opts): State<Arc<HttpOptions>>, mut req: Request, next: N
     let started = Instant::now();
     let route = crate::spans::route_label(&req);
     let method = req.method().clone();
-    let listening = method == axum::http::Method::GET && route == "/mcp";
+    let listening = method == axum::http::Method::GET && (route == "/mcp" || route == "/sse");
     let in_flight = (!listening).then(|| opts.drain.enter());
     req.extensions_mut().insert(opts.metrics.clone());
     let response = match refusal(req.method(), req.uri().path(), req.headers(), &opts) {
@@ -518,6 +534,7 @@ async fn readiness_route(State(opts): State<Arc<HttpOptions>>) -> Response {
 async fn metrics_route(
     State((shared, opts)): State<(Arc<Shared>, Arc<HttpOptions>)>,
     sessions: axum::Extension<Arc<CappedSessions>>,
+    legacy: axum::Extension<crate::legacy_sse::LegacySessions>,
     extensions: axum::http::Extensions,
 ) -> Response {
     if opts.identity.is_some() {
@@ -536,6 +553,7 @@ async fn metrics_route(
     }
     let live = crate::metrics::Live {
         sessions: sessions.open().await as u64,
+        legacy_sessions: legacy.open() as u64,
         in_flight: opts.drain.in_flight(),
         draining: opts.drain.is_draining(),
         cache: shared.pool.cache_status(),
@@ -551,6 +569,7 @@ async fn metrics_route(
 pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
     let opts = Arc::new(opts);
     let sessions = Arc::new(CappedSessions::new(opts.sessions));
+    let legacy_sessions = crate::legacy_sse::LegacySessions::default();
     let mut router = axum::Router::new()
         .route("/tools", get(tools_route))
         .with_state(shared.clone())
@@ -559,6 +578,7 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
                 .route("/health", get(health_route))
                 .route("/metrics", get(metrics_route))
                 .layer(axum::Extension(sessions.clone()))
+                .layer(axum::Extension(legacy_sessions.clone()))
                 .with_state((shared.clone(), opts.clone())),
         )
         .merge(
@@ -589,6 +609,21 @@ pub fn router(shared: Arc<Shared>, opts: HttpOptions) -> axum::Router {
         &opts.console_admins,
         opts.identity.is_some(),
     ));
+    // The legacy HTTP+SSE transport: each session a gateway session, as on `/mcp`.
+    router = router.merge({
+        let shared = shared.clone();
+        crate::legacy_sse::routes_counted(
+            move || Gateway::new(shared.clone()),
+            crate::legacy_sse::LegacySseOptions {
+                sessions: opts.sessions,
+                identity_on: opts.identity.is_some(),
+                max_body_bytes: opts.max_body_bytes,
+                cancel: opts.cancel.clone(),
+                drain: Some(opts.drain.clone()),
+            },
+            &legacy_sessions,
+        )
+    });
     let lists = Arc::downgrade(&shared);
     let lists: crate::list_splice::Resolve =
         Arc::new(move |marker| lists.upgrade()?.list_splice(marker));

@@ -1,5 +1,6 @@
-//! The gateway: the pool re-exposed as one MCP server, over Streamable HTTP at `/mcp` (beside
-//! `GET /tools` and `GET /health`) and over stdio.
+//! The gateway: the pool re-exposed as one MCP server, over Streamable HTTP at `/mcp` and the
+//! legacy HTTP+SSE transport at `/sse` (`legacy_sse`, beside `GET /tools` and `GET /health`)
+//! and over stdio.
 //!
 //! It never starts servers itself (the pool does) and never reads the environment (the binary
 //! passes options).
@@ -16,6 +17,7 @@ mod group_annotations;
 pub mod http;
 pub mod identity;
 mod jwt_problem;
+pub mod legacy_sse;
 mod list_splice;
 pub mod listen;
 pub mod listener;
@@ -43,7 +45,10 @@ pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};
 pub use mcp_sessions::SessionLimits;
 pub use metrics::Metrics;
-pub use visible::filtered::{Filtered, serve_handler_http, serve_handler_stdio};
+pub use visible::filtered::Filtered;
+pub use visible::serve::{
+    BuiltinHttpOptions, builtin_routes, serve_handler_http, serve_handler_stdio, serve_router,
+};
 
 /// Serves one gateway session over stdin/stdout until the client disconnects.
 ///

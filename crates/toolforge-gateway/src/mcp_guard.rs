@@ -129,7 +129,7 @@ fn is_too_large(e: &axum::Error) -> bool {
 }
 
 /// Checks the shape of one JSON-RPC message; the error is (code, message).
-fn check_message(v: &Value, modern: bool) -> Result<(), (i64, String)> {
+pub(crate) fn check_message(v: &Value, modern: bool) -> Result<(), (i64, String)> {
     let invalid = |m: &str| Err((code::INVALID_REQUEST, m.to_owned()));
     let obj = match v {
         Value::Object(o) => o,

@@ -95,11 +95,85 @@ impl SessionOwner {
     }
 }
 
-/// The owner of each open session, in the order they were opened.
+/// The owner of each open session, in the order they were opened, and the fair share of the
+/// cap (also kept by the legacy SSE sessions, `crate::legacy_sse`).
 #[derive(Debug, Default)]
-struct Owners {
+pub(crate) struct Owners {
     by_session: std::collections::HashMap<String, SessionOwner>,
     opened: std::collections::VecDeque<String>,
+}
+
+/// Whether a newcomer gets a place.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Below the cap.
+    Room,
+    /// At the cap: this session (the oldest of the owner holding the most) makes room.
+    Evict(String),
+    /// At the cap, and no owner holds more than the newcomer plus one.
+    Full,
+}
+
+impl Owners {
+    /// Forgets the sessions `open` says are gone.
+    pub(crate) fn retain(&mut self, open: impl Fn(&str) -> bool) {
+        self.by_session.retain(|id, _| open(id));
+        let by_session = &self.by_session;
+        self.opened.retain(|id| by_session.contains_key(id));
+    }
+
+    /// Whether `owner` gets a place with `open` sessions open of `max`: when the cap is
+    /// reached, an owner holding more than `owner` plus one gives up its oldest session (it is
+    /// forgotten here; the caller closes it).
+    pub(crate) fn admit(&mut self, owner: &SessionOwner, open: usize, max: usize) -> Admission {
+        if open < max {
+            return Admission::Room;
+        }
+        let mut held: std::collections::HashMap<&SessionOwner, usize> =
+            std::collections::HashMap::new();
+        for o in self.by_session.values() {
+            *held.entry(o).or_default() += 1;
+        }
+        let mine = held.get(owner).copied().unwrap_or(0);
+        let Some((heaviest, most)) = held.iter().max_by_key(|(_, n)| **n) else {
+            return Admission::Full;
+        };
+        if *most <= mine + 1 {
+            return Admission::Full;
+        }
+        let heaviest = (*heaviest).clone();
+        let oldest = self
+            .opened
+            .iter()
+            .find(|id| self.by_session.get(*id) == Some(&heaviest))
+            .cloned();
+        match oldest {
+            Some(id) => {
+                self.by_session.remove(&id);
+                Admission::Evict(id)
+            }
+            None => Admission::Full,
+        }
+    }
+
+    /// Records that `owner` opened the session `id`.
+    pub(crate) fn bind(&mut self, id: &str, owner: SessionOwner) {
+        if self.by_session.insert(id.to_owned(), owner).is_none() {
+            self.opened.push_back(id.to_owned());
+        }
+    }
+
+    /// Whether `owner` may use the session `id`: its owner, or a session with none recorded.
+    pub(crate) fn may_use(&self, id: &str, owner: &SessionOwner) -> bool {
+        self.by_session.get(id).is_none_or(|o| o == owner)
+    }
+
+    /// Forgets the session `id`.
+    pub(crate) fn remove(&mut self, id: &str) {
+        if self.by_session.remove(id).is_some() {
+            self.opened.retain(|o| o != id);
+        }
+    }
 }
 
 /// rmcp's [`LocalSessionManager`] with a cap on open sessions, an owner per session, an idle
@@ -180,38 +254,15 @@ where
             .keys()
             .map(ToString::to_string)
             .collect();
-        let evict = {
+        let admission = {
             let mut owners = self.shared.owners.lock();
-            owners.by_session.retain(|id, _| open.contains(id));
-            let Owners { by_session, opened } = &mut *owners;
-            opened.retain(|id| by_session.contains_key(id));
-            if open.len() < self.shared.max_sessions {
-                return true;
-            }
-            let mut held: std::collections::HashMap<&SessionOwner, usize> =
-                std::collections::HashMap::new();
-            for o in by_session.values() {
-                *held.entry(o).or_default() += 1;
-            }
-            let mine = held.get(owner).copied().unwrap_or(0);
-            let Some((heaviest, most)) = held.iter().max_by_key(|(_, n)| **n) else {
-                return false;
-            };
-            if *most <= mine + 1 {
-                return false;
-            }
-            let heaviest = (*heaviest).clone();
-            let oldest = opened
-                .iter()
-                .find(|id| by_session.get(*id) == Some(&heaviest))
-                .cloned();
-            if let Some(id) = &oldest {
-                by_session.remove(id);
-            }
-            oldest
+            owners.retain(|id| open.contains(id));
+            owners.admit(owner, open.len(), self.shared.max_sessions)
         };
-        let Some(id) = evict else {
-            return false;
+        let id = match admission {
+            Admission::Room => return true,
+            Admission::Full => return false,
+            Admission::Evict(id) => id,
         };
         tracing::info!(
             "the session cap is reached: closing the oldest session of the owner holding the most"
@@ -222,21 +273,13 @@ where
 
     /// Records that `owner` opened the session `id`.
     pub fn bind(&self, id: &str, owner: SessionOwner) {
-        let mut owners = self.shared.owners.lock();
-        if owners.by_session.insert(id.to_owned(), owner).is_none() {
-            owners.opened.push_back(id.to_owned());
-        }
+        self.shared.owners.lock().bind(id, owner);
     }
 
     /// Whether `owner` may use the session `id`: its owner, or a session with none recorded.
     #[must_use]
     pub fn may_use(&self, id: &str, owner: &SessionOwner) -> bool {
-        self.shared
-            .owners
-            .lock()
-            .by_session
-            .get(id)
-            .is_none_or(|o| o == owner)
+        self.shared.owners.lock().may_use(id, owner)
     }
 
     /// Starts the task that ends idle sessions, once; it ends with this manager.

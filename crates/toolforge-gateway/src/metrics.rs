@@ -15,6 +15,7 @@
 //! | `toolforge_tokens_total` | counter | `model`, `type` = `input`, `output` |
 //! | `toolforge_catalog_cache_total` | counter | `result` = `hit`, `stale`, `miss` |
 //! | `toolforge_sessions` | gauge | (open `/mcp` sessions of earlier revisions) |
+//! | `toolforge_legacy_sse_sessions` | gauge | (open `/sse` sessions) |
 //! | `toolforge_quarantined_tools` | gauge | |
 //! | `toolforge_draining` | gauge | 1 while the replica drains |
 //!
@@ -158,6 +159,8 @@ impl<V: Default + Clone> Family<V> {
 pub struct Live {
     /// Open `/mcp` sessions.
     pub sessions: u64,
+    /// Open legacy `/sse` sessions.
+    pub legacy_sessions: u64,
     /// Requests being answered.
     pub in_flight: u64,
     /// The replica is draining.
@@ -366,6 +369,12 @@ impl Metrics {
         );
         gauge(
             &mut out,
+            "toolforge_legacy_sse_sessions",
+            "Open /sse sessions (the legacy HTTP+SSE transport).",
+            live.legacy_sessions as f64,
+        );
+        gauge(
+            &mut out,
             "toolforge_quarantined_tools",
             "Tools quarantined by governance (not offered, not callable).",
             self.quarantined.load(Ordering::Relaxed) as f64,
@@ -518,6 +527,7 @@ mod tests {
         m.set_quarantined_tools(2);
         let text = m.render(&Live {
             sessions: 3,
+            legacy_sessions: 2,
             cache: serde_json::json!({"hits": 5, "misses": 1}),
             ..Live::default()
         });
@@ -536,6 +546,7 @@ mod tests {
         assert!(text.contains("toolforge_errors_total{kind=\"tool\"} 1\n"));
         assert!(text.contains("toolforge_catalog_cache_total{result=\"hit\"} 5\n"));
         assert!(text.contains("toolforge_sessions 3\n"));
+        assert!(text.contains("toolforge_legacy_sse_sessions 2\n"));
         assert!(text.contains("toolforge_quarantined_tools 2\n"));
     }
 

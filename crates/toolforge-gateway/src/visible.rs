@@ -24,6 +24,7 @@ use toolforge_select::visibility::{
 use toolforge_select::{Catalog, Tool, ToolId};
 
 pub(crate) mod filtered;
+pub(crate) mod serve;
 
 /// The operator's side of visibility, fixed at start-up.
 #[derive(Debug, Clone, Default)]

@@ -358,6 +358,10 @@ pub fn key(server: &ServerConfig) -> String {
             "http".hash(&mut h);
             url.hash(&mut h);
         }
+        Transport::Sse { url, .. } => {
+            "sse".hash(&mut h);
+            url.hash(&mut h);
+        }
     }
     format!("{}:{:016x}", server.name, h.finish())
 }

@@ -592,6 +592,9 @@ pub(crate) fn classify(e: &ServiceError) -> Failure {
 
 /// A transport's send error. Only a refused connection proves the request never left.
 fn classify_transport(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Failure {
+    if let Some(sse) = e.downcast_ref::<crate::legacy_sse::LegacySseError>() {
+        return classify_legacy_sse(sse);
+    }
     let Some(http) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() else {
         return Failure::Network; // a stdio write that failed part-way may have been read
     };
@@ -610,6 +613,26 @@ fn classify_transport(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Fa
         StreamableHttpError::Deserialize(_) | StreamableHttpError::UnexpectedContentType(_) => {
             Failure::Rejected
         }
+        _ => Failure::Network,
+    }
+}
+
+/// A legacy HTTP+SSE POST's failure: only what provably never reached the server (a refused
+/// connection, a closed one, a 404 for a session the server no longer knows) may be sent again
+/// whatever the tool.
+fn classify_legacy_sse(e: &crate::legacy_sse::LegacySseError) -> Failure {
+    use crate::legacy_sse::LegacySseError as E;
+    match e {
+        _ if e.never_sent() => Failure::NotSent,
+        E::Status {
+            status,
+            retry_after,
+            ..
+        } => Failure::Status {
+            status: *status,
+            retry_after: retry_after.as_deref().and_then(retry_after_seconds),
+        },
+        E::Encode(_) => Failure::Rejected,
         _ => Failure::Network,
     }
 }
@@ -938,6 +961,30 @@ mod tests {
                 Failure::Network,
             ),
         ];
+        let legacy = |e: crate::legacy_sse::LegacySseError| {
+            ServiceError::TransportSend(DynamicTransportError::from_parts(
+                "legacy HTTP+SSE",
+                std::any::TypeId::of::<()>(),
+                Box::new(e),
+            ))
+        };
+        use crate::legacy_sse::LegacySseError as L;
+        let cases = cases.into_iter().chain([
+            (legacy(L::SessionGone), Failure::NotSent),
+            (legacy(L::Closed), Failure::NotSent),
+            (
+                legacy(L::Status {
+                    status: 503,
+                    retry_after: Some("1".into()),
+                    body: String::new(),
+                }),
+                status(503, Some(Duration::from_secs(1))),
+            ),
+            (
+                legacy(L::TimedOut(Duration::from_secs(30))),
+                Failure::Network,
+            ),
+        ]);
         for (error, want) in cases {
             assert_eq!(classify(&error), want, "{error}");
         }

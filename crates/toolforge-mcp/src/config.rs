@@ -104,6 +104,12 @@ pub enum Transport {
         url: String,
         headers: Vec<(String, String)>,
     },
+    /// The legacy HTTP+SSE transport of 2024-11-05 (`"type": "sse"`): `url` is the event
+    /// stream, which names where messages are posted.
+    Sse {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// A configuration error, naming where it is.
@@ -262,10 +268,6 @@ const SERVER_KEYS: &[&str] = &[
     "auth",
 ];
 
-/// Why a legacy HTTP+SSE entry is disabled.
-pub const LEGACY_SSE: &str = "the legacy HTTP+SSE transport (\"type\": \"sse\") is not supported; \
-                              point \"url\" at the server's Streamable HTTP endpoint and drop \"type\"";
-
 fn parse_server(
     name: &str,
     v: &Value,
@@ -343,12 +345,26 @@ fn parse_server(
                 None => Vec::new(),
                 Some(h) => string_map(name, "headers", h, vars)?,
             };
-            Transport::Http { url, headers }
+            match kind.as_deref() {
+                Some("sse") => Transport::Sse { url, headers },
+                None | Some("http" | "streamable-http" | "streamablehttp" | "streamable_http") => {
+                    Transport::Http { url, headers }
+                }
+                Some(other) => {
+                    return Err(server_err(
+                        name,
+                        format!(
+                            "\"type\" {other:?} is not a transport of a \"url\": give \"sse\" \
+                             (the legacy HTTP+SSE transport) or leave it out (Streamable HTTP)"
+                        ),
+                    ));
+                }
+            }
         }
         (None, None) => {
             return Err(server_err(
                 name,
-                "needs \"command\" (stdio) or \"url\" (Streamable HTTP)",
+                "needs \"command\" (stdio) or \"url\" (Streamable HTTP; with \"type\": \"sse\", the legacy HTTP+SSE transport)",
             ));
         }
     };
@@ -356,6 +372,13 @@ fn parse_server(
         obj.get(key)
             .map_or(Ok(Vec::new()), |v| string_list(name, key, v))
     };
+    if matches!(transport, Transport::Stdio { .. }) && kind.as_deref().is_some_and(|k| k != "stdio")
+    {
+        return Err(server_err(
+            name,
+            "a \"command\" is a stdio server: its \"type\" can only be \"stdio\"",
+        ));
+    }
     let auth = match (obj.get("auth"), &transport) {
         (None, _) => None,
         (Some(v), Transport::Http { url, headers }) => {
@@ -374,6 +397,12 @@ fn parse_server(
             warnings.extend(notes.into_iter().map(|n| format!("server \"{name}\": {n}")));
             Some(auth)
         }
+        (Some(_), Transport::Sse { .. }) => {
+            return Err(server_err(
+                name,
+                "\"auth\" is for Streamable HTTP servers; a legacy HTTP+SSE server (\"type\": \"sse\") takes an Authorization header in \"headers\"",
+            ));
+        }
         (Some(_), Transport::Stdio { .. }) => {
             return Err(server_err(
                 name,
@@ -381,21 +410,17 @@ fn parse_server(
             ));
         }
     };
-    let disabled_reason = (kind.as_deref() == Some("sse")).then(|| LEGACY_SSE.to_owned());
-    if disabled_reason.is_some() {
-        warnings.push(format!("server \"{name}\" is disabled: {LEGACY_SSE}"));
-    }
+    let legacy_sse = matches!(transport, Transport::Sse { .. });
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
         tags: list("tags")?,
         aliases: list("aliases")?,
-        disabled: disabled_reason.is_some()
-            || match obj.get("disabled") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Err(server_err(name, "\"disabled\" must be true or false")),
-            },
+        disabled: match obj.get("disabled") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(server_err(name, "\"disabled\" must be true or false")),
+        },
         retryable: match obj.get("retryable") {
             None => false,
             Some(Value::Bool(b)) => *b,
@@ -422,6 +447,15 @@ fn parse_server(
         },
         protocol: match obj.get("protocol").map(|v| v.as_str()) {
             Some(Some("2025-11-25")) => Protocol::Handshake,
+            Some(Some("2026-07-28")) if legacy_sse => {
+                return Err(server_err(
+                    name,
+                    "the legacy HTTP+SSE transport (\"type\": \"sse\") has sessions, which \
+                     2026-07-28 does not: give \"protocol\" \"2025-11-25\" or \"auto\"",
+                ));
+            }
+            // The legacy transport only knows `initialize`: nothing to probe.
+            None | Some(Some("auto")) if legacy_sse => Protocol::Handshake,
             Some(Some("2026-07-28")) => Protocol::Modern,
             None | Some(Some("auto")) => Protocol::Auto,
             Some(_) => {
@@ -431,7 +465,7 @@ fn parse_server(
                 ));
             }
         },
-        disabled_reason,
+        disabled_reason: None,
         auth,
     })
 }
@@ -668,25 +702,43 @@ mod tests {
     }
 
     #[test]
-    fn a_legacy_sse_entry_disables_only_that_server() {
+    fn a_legacy_sse_entry_is_its_own_transport() {
         let text = json!({"mcpServers": {
-            "old": {"url": "http://h/sse", "type": "sse"},
-            "new": {"url": "http://h/mcp"}
+            "old": {"url": "http://h/sse", "type": "sse", "headers": {"X-Key": "k"}},
+            "new": {"url": "http://h/mcp", "type": "http"},
+            "local": {"command": "srv", "type": "stdio"}
         }})
         .to_string();
-        let cfg = parse(&text, &vars).expect("the rest of the file is used");
-        let old = &cfg.servers[0];
-        assert!(old.disabled);
-        let reason = old.disabled_reason.as_deref().unwrap_or_default();
-        assert!(reason.contains("legacy HTTP+SSE"), "{reason}");
-        assert!(!cfg.servers[1].disabled && cfg.servers[1].disabled_reason.is_none());
-        assert!(
-            cfg.warnings
-                .iter()
-                .any(|w| w.contains("\"old\" is disabled")),
-            "{:?}",
-            cfg.warnings
+        let cfg = parse(&text, &vars).expect("valid");
+        assert_eq!(
+            cfg.servers[0].transport,
+            Transport::Sse {
+                url: "http://h/sse".into(),
+                headers: vec![("X-Key".into(), "k".into())]
+            }
         );
+        assert!(!cfg.servers[0].disabled && cfg.servers[0].disabled_reason.is_none());
+        assert!(matches!(cfg.servers[1].transport, Transport::Http { .. }));
+        assert!(matches!(cfg.servers[2].transport, Transport::Stdio { .. }));
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        for (entry, want) in [
+            (
+                json!({"url": "http://h/x", "type": "websocket"}),
+                "is not a transport",
+            ),
+            (
+                json!({"command": "srv", "type": "sse"}),
+                "can only be \"stdio\"",
+            ),
+            (
+                json!({"url": "http://h/sse", "type": "sse", "protocol": "2026-07-28"}),
+                "has sessions",
+            ),
+        ] {
+            let text = json!({"mcpServers": {"s": entry}}).to_string();
+            let err = parse(&text, &vars).expect_err(want).to_string();
+            assert!(err.contains(want), "{entry}: {err}");
+        }
     }
 
     #[test]

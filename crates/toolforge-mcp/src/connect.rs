@@ -1,5 +1,6 @@
-//! Opening one server's connection: spawning a stdio child (its stderr drained to our logs) or
-//! opening a Streamable HTTP session over the pool's own keep-alive HTTP client.
+//! Opening one server's connection: spawning a stdio child (its stderr drained to our logs),
+//! opening a Streamable HTTP session over the pool's own keep-alive HTTP client, or opening a
+//! legacy HTTP+SSE stream (`crate::legacy_sse`) over the same client.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::Transport;
+use crate::legacy_sse::LegacySseTransport;
 use crate::options::{BackendProxy, PoolOptions};
 use crate::relay::Relay;
 use crate::upstream::Upstream;
@@ -106,6 +108,27 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                     remember(up, Err(message))
                 }
             }
+        }
+        Transport::Sse { url, headers } => {
+            let mut map = http::HeaderMap::new();
+            for (k, v) in headers {
+                let name = http::HeaderName::try_from(k.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                let value = http::HeaderValue::try_from(v.as_str())
+                    .map_err(|e| format!("header {k:?}: {e}"))?;
+                map.insert(name, value);
+            }
+            let client = backend_http_client(options.backend_proxy)?;
+            let transport = LegacySseTransport::connect(client, url, map)
+                .await
+                .map_err(|e| format!("the SSE stream at {url} failed: {e}"))?;
+            let served = up
+                .relay
+                .clone()
+                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|e| format!("initialize at {url} failed: {}", init_error(e)));
+            remember(up, served)
         }
     }
 }

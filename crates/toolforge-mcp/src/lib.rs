@@ -1,5 +1,6 @@
-//! The MCP client pool: connects to every server of `mcp.servers.json` (stdio children and
-//! Streamable HTTP), keeps each connection supervised, merges what they offer into a
+//! The MCP client pool: connects to every server of `mcp.servers.json` (stdio children,
+//! Streamable HTTP, and the legacy HTTP+SSE transport, `legacy_sse`), keeps each connection
+//! supervised, merges what they offer into a
 //! [`toolforge_select::Catalog`], and executes calls with the retry policy of
 //! `toolforge-retry` (at most once, unless the tool is idempotent).
 //!
@@ -8,7 +9,8 @@
 //! catalog.
 //!
 //! Modules, leaves first: `auth` (OAuth 2.1 client: tokens, the authorization-code flow,
-//! the HTTP client that sends tokens), `upstream` (one server's state), `options`, `connect`, `listed_tool` (a tool held small, its schema as text), `lists`,
+//! the HTTP client that sends tokens), `upstream` (one server's state), `options`, `legacy_sse`
+//! (the 2024-11-05 transport as an rmcp transport, which rmcp lacks), `connect`, `listed_tool` (a tool held small, its schema as text), `lists`,
 //! `catalog`, `pins` (pinned tools, quarantine), `call` (the call path), `trace_context` (W3C
 //! trace context into each backend call's `_meta`), `supervise`, `events`, `relay` and `asks`
 //! (what a backend asks during a call, for that call's client), `listen`
@@ -28,6 +30,7 @@ mod guard;
 #[cfg(test)]
 mod http_call_tests;
 mod isolation;
+pub mod legacy_sse;
 mod listed_tool;
 mod listen;
 mod lists;

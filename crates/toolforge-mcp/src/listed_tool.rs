@@ -104,6 +104,23 @@ impl ListedTool {
         Ok(())
     }
 
+    /// The tool's `_meta`, when it has one.
+    #[must_use]
+    pub fn meta(&self) -> Option<&JsonObject> {
+        self.rest.meta.as_ref().map(|m| &m.0)
+    }
+
+    /// The same tool with `meta` as its `_meta` (the schema still shared).
+    #[must_use]
+    pub fn with_meta(&self, meta: JsonObject) -> Self {
+        let mut rest = self.rest.clone();
+        Arc::make_mut(&mut rest).meta = Some(rmcp::model::MetaObject(meta));
+        Self {
+            rest,
+            schema: self.schema.clone(),
+        }
+    }
+
     /// The same tool under `name` (the schema still shared).
     #[must_use]
     pub fn renamed(&self, name: &str) -> Self {

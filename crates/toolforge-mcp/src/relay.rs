@@ -454,11 +454,16 @@ fn schema_defaults(params: &ElicitRequestParams) -> serde_json::Map<String, Valu
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
         // Offer everything: whether a request can really be answered is decided per call, by
-        // the capabilities of the gateway session that made the call.
-        let caps: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true}
-        }))
-        .unwrap_or_default();
+        // the capabilities of the gateway session that made the call. MCP Apps too: servers
+        // that check register their app tools, and the gateway passes them through (a host
+        // that does not render apps ignores their metadata).
+        let mut caps = serde_json::json!({
+            "sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true},
+            "extensions": {}
+        });
+        caps["extensions"][toolforge_select::apps::UI_EXTENSION_ID] =
+            serde_json::json!({"mimeTypes": [toolforge_select::apps::UI_MIME_TYPE]});
+        let caps: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
         // The newest revision that keeps the `initialize` handshake: what real servers speak.
         let mut config = ClientConfig::new(
             caps,

@@ -7,6 +7,7 @@
 //! (scores, session recency, token counts, the time) arrives as data and every answer is a value
 //! that explains itself. That is what makes selection deterministic and cheap to test.
 
+pub mod apps;
 pub mod broker;
 pub mod catalog;
 pub mod compact_json;

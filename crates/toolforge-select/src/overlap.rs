@@ -1,7 +1,10 @@
 //! Overlap groups: tools that do the same job on several servers.
 //!
 //! A group forms from (a) the same tool name on several servers and (b) groups declared in
-//! config (`Catalog::overlaps`). Groups sharing a member merge (union), so a tool belongs to
+//! config (`Catalog::overlaps`). A tool that links an MCP Apps resource (`crate::apps`) is
+//! never grouped by its name alone: its results render in its own server's HTML, so one tool
+//! standing for several servers could not say which to open (it is exposed as
+//! `server__tool` when the name collides). Groups sharing a member merge (union), so a tool belongs to
 //! at most one group. Naming: a group containing a declared group takes the key of the first
 //! declared group (config order) it absorbed; a pure same-name group takes the shared name.
 //! Declared members that are not in the catalog are ignored (the server may be down).
@@ -23,6 +26,10 @@ pub struct OverlapGroup {
 /// Only groups with two or more members are returned.
 pub fn overlap_groups(catalog: &Catalog) -> Vec<OverlapGroup> {
     let ids: Vec<ToolId> = catalog.tools().map(|t| t.id()).collect();
+    let apps: Vec<bool> = catalog
+        .tools()
+        .map(|t| crate::apps::links_an_app(&t.definition))
+        .collect();
     let index: BTreeMap<&ToolId, usize> = ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn find(parent: &mut [usize], mut x: usize) -> usize {
@@ -41,7 +48,7 @@ pub fn overlap_groups(catalog: &Catalog) -> Vec<OverlapGroup> {
     }
     // (a) same name on several servers.
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, id) in ids.iter().enumerate() {
+    for (i, id) in ids.iter().enumerate().filter(|(i, _)| !apps[*i]) {
         match by_name.get(id.name.as_str()) {
             Some(&first) => union(&mut parent, first, i),
             None => {

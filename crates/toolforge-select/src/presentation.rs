@@ -408,6 +408,39 @@ mod tests {
     }
 
     #[test]
+    fn tools_that_link_an_app_are_not_grouped_by_their_name() {
+        let app = |server: &str| {
+            let mut t = tool(server, "show_card", &["title"], &[]);
+            t.definition.insert(
+                "_meta".into(),
+                json!({"ui": {"resourceUri": "ui://widget/card.html"}}),
+            );
+            t
+        };
+        let cat = Catalog::new(
+            vec![
+                server(
+                    "alpha",
+                    vec![app("alpha"), tool("alpha", "plain", &[], &[])],
+                ),
+                server("beta", vec![app("beta"), tool("beta", "plain", &[], &[])]),
+            ],
+            vec![],
+        )
+        .unwrap();
+        let p = Presentation::new(&cat, Namespace::Auto);
+        assert_eq!(
+            names(&p),
+            ["alpha__show_card", "plain", "beta__show_card"],
+            "each app tool stays its server's; plain tools still group"
+        );
+        assert_eq!(
+            p.resolve("beta__show_card"),
+            Some(Resolved::Direct(ToolId::new("beta", "show_card")))
+        );
+    }
+
+    #[test]
     fn group_schema_merges_and_requires_common() {
         let declared = vec![(
             "read".to_string(),

@@ -132,7 +132,9 @@ impl Shared {
                 }
                 self.listeners.notify(&Change::Prompts).await;
             }
-            PoolEvent::ResourceUpdated { uri, .. } => {
+            PoolEvent::ResourceUpdated { server, uri } => {
+                // A `ui://` copy rewritten for its server is known to clients by that name.
+                let uri = self.exposed_uri(&server, &uri);
                 self.listeners.notify(&Change::Resource(uri.clone())).await;
                 let peers = self.subscriptions.lock().subscribers(&uri);
                 for peer in peers {

@@ -17,10 +17,12 @@
 //! and scope); `calls` routes and runs `tools/call` with
 //! its MRTR rounds, `parking` one round of it at the pool (a call whose handshake-era backend
 //! asks a 2026-07-28 client is parked, `crate::parked`); `resources` and `prompts` (with completions) do the same for theirs;
-//! `events` carries pool events to sessions and listen streams.
+//! `events` carries pool events to sessions and listen streams; `apps` keeps each server's
+//! MCP Apps resources (`ui://`) its own.
 
 #![allow(deprecated)]
 
+mod apps;
 mod calls;
 mod consent;
 mod events;
@@ -127,6 +129,8 @@ pub struct Shared {
     listed_tools: Mutex<Option<Arc<listed_tools::ListedTools>>>,
     /// `tools/list` answers (serialised tool arrays) per catalog and visibility scope.
     list_cache: list_cache::ListCache,
+    /// The `ui://` URIs each server's tools link (MCP Apps), for one catalog.
+    app_links: Mutex<Option<(Arc<toolforge_select::Catalog>, AppLinks)>>,
     pub tool_mode: ToolMode,
     /// Seals the state of calls waiting for the client's input (2026-07-28).
     seal: RwLock<Arc<StateSeal>>,
@@ -196,6 +200,7 @@ impl Shared {
             member_positions: Mutex::new(None),
             listed_tools: Mutex::new(None),
             list_cache: list_cache::ListCache::default(),
+            app_links: Mutex::new(None),
             tool_mode,
             seal: RwLock::new(Arc::new(StateSeal::random())),
             ledger: RwLock::new(Arc::new(crate::state_ledger::MemoryLedger::default())),
@@ -331,7 +336,41 @@ impl Shared {
         *self.selection.lock() = None;
         *self.member_positions.lock() = None;
         *self.listed_tools.lock() = None;
+        *self.app_links.lock() = None;
         self.prepared.clear();
+    }
+
+    /// The `ui://` URIs the current catalog's tools link, per server (built once per catalog).
+    fn app_links(&self) -> AppLinks {
+        let catalog = self.pool.shared_catalog();
+        let mut slot = self.app_links.lock();
+        if let Some((built_for, links)) = slot.as_ref()
+            && Arc::ptr_eq(built_for, &catalog)
+        {
+            return links.clone();
+        }
+        let links: AppLinks = apps::AppUris::links_of(&catalog).into();
+        *slot = Some((catalog, links.clone()));
+        links
+    }
+
+    /// Where each `ui://` URI lives now and what clients see of it (`apps`), from the
+    /// catalog's links and the resource lists.
+    pub(super) fn app_uris(&self) -> apps::AppUris {
+        let links = self.app_links();
+        let listed: Vec<(String, String)> = self
+            .pool
+            .resources()
+            .into_iter()
+            .filter(|(_, r)| toolforge_select::apps::is_ui_uri(&r.uri))
+            .map(|(server, r)| (server, r.uri))
+            .collect();
+        apps::AppUris::new(&links, &listed)
+    }
+
+    /// The tools' side of [`Shared::app_uris`] alone (what their links become).
+    pub(super) fn app_links_table(&self) -> apps::AppUris {
+        apps::AppUris::new(&self.app_links(), &[])
     }
 
     /// The broker's rules from now on: a `tools/list` then shows the tools the rules offer for
@@ -462,9 +501,30 @@ impl Shared {
         if any(|c| c.completions.is_some()) {
             v["completions"] = json!({});
         }
+        if let Some(settings) = self.apps_extension(&caps) {
+            v["extensions"] = json!({});
+            v["extensions"][toolforge_select::apps::UI_EXTENSION_ID] = settings;
+        }
         serde_json::from_value(v).unwrap_or_default()
     }
+
+    /// The MCP Apps extension's settings when a backend offers apps: it declares the extension
+    /// (its settings), or its tools link `ui://` resources (servers on SDKs that drop
+    /// `capabilities.extensions` on handshake-era connections cannot declare it). Cheap: rmcp
+    /// asks for the server's info on every stateless request.
+    fn apps_extension(&self, caps: &[(String, ServerCapabilities)]) -> Option<serde_json::Value> {
+        let declared = caps.iter().find_map(|(_, c)| {
+            c.extensions
+                .as_ref()?
+                .get(toolforge_select::apps::UI_EXTENSION_ID)
+                .map(|settings| serde_json::to_value(settings).unwrap_or_else(|_| json!({})))
+        });
+        declared.or_else(|| (!self.app_links().is_empty()).then(|| json!({})))
+    }
 }
+
+/// The `ui://` URIs a catalog's tools link, as (server, URI) pairs.
+type AppLinks = Arc<[(String, String)]>;
 
 /// One MCP session's handler (cheap to clone: the state is shared).
 #[derive(Clone, Debug)]

@@ -179,12 +179,19 @@ impl Shared {
             })
             .collect();
         let mut definitions = self.pool.tool_definitions(&singles).into_iter();
+        // A `ui://` link another server holds first leads to this server's copy (`apps`).
+        let apps = self.app_links_table();
         shown
             .into_iter()
             .filter_map(|(k, exposed)| {
-                if exposed.members.len() == 1
+                if let [only] = exposed.members.as_slice()
                     && let Some(def) = definitions.next().flatten()
                 {
+                    let def = if apps.is_empty() {
+                        def
+                    } else {
+                        linked_to_own_apps(def, &only.server, &apps)
+                    };
                     if def.name() != exposed.name {
                         return Some((k, def.renamed(&exposed.name)));
                     }
@@ -203,6 +210,20 @@ impl Shared {
                 Some((k, ListedTool::new(serde_json::from_value(def).ok()?)))
             })
             .collect()
+    }
+}
+
+/// `def` of `server` with each `ui://` link that is rewritten for `server` (`apps`) replaced.
+fn linked_to_own_apps(def: ListedTool, server: &str, apps: &super::apps::AppUris) -> ListedTool {
+    let Some(meta) = def.meta() else {
+        return def;
+    };
+    let mut meta = meta.clone();
+    let rewrite = |uri: &str| apps.exposed(server, uri).map(str::to_owned);
+    if toolforge_select::apps::rewrite_links(&mut meta, &rewrite) {
+        def.with_meta(meta)
+    } else {
+        def
     }
 }
 

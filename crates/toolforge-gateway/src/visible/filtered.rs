@@ -1,5 +1,5 @@
 //! [`Filtered`]: any rmcp server handler with visibility (the built-in toolkit, evals and stdio
-//! conformance servers), and the two ways to serve one.
+//! conformance servers); `serve.rs` serves one.
 
 // The wrapper passes the legacy logging and subscription methods through unchanged.
 #![allow(deprecated)]
@@ -45,6 +45,12 @@ impl<H: Clone> Clone for Filtered<H> {
 }
 
 impl<H> Filtered<H> {
+    /// The server's name in catalogs.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     /// Wraps `inner`, known as `server` in visibility lists.
     pub fn new(inner: H, server: impl Into<String>, config: Arc<VisibilityConfig>) -> Self {
         Self {
@@ -191,6 +197,14 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
         listed
             .tools
             .retain(|t| visible.allows(&ToolId::new(&self.server, t.name.as_ref())));
+        if visible.query_matched == Some(false) {
+            // The search matched nothing, so the whole visible set is listed: say so, as the
+            // gateway does.
+            listed.meta.get_or_insert_with(Default::default).insert(
+                crate::mcp::QUERY_MATCHED_META_KEY.to_owned(),
+                serde_json::Value::Bool(false),
+            );
+        }
         Ok(listed)
     }
 
@@ -323,49 +337,4 @@ impl<H: ServerHandler + Clone> ServerHandler for Filtered<H> {
     async fn on_roots_list_changed(&self, ctx: NotificationContext<RoleServer>) {
         self.inner.on_roots_list_changed(ctx).await;
     }
-}
-
-/// Serves `handler` over stdin/stdout until the client disconnects.
-///
-/// # Errors
-/// The transport fails during initialization.
-pub async fn serve_handler_stdio<H: ServerHandler>(handler: H) -> anyhow::Result<()> {
-    use rmcp::ServiceExt;
-    let running = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| anyhow::anyhow!("stdio: {e}"))?;
-    let _ = running.waiting().await;
-    Ok(())
-}
-
-/// Serves `handler` over Streamable HTTP at `/mcp` on `listener` until `cancel` fires (one
-/// clone of the handler per session).
-///
-/// # Errors
-/// The listener fails.
-pub async fn serve_handler_http<H: ServerHandler + Clone>(
-    handler: H,
-    listener: tokio::net::TcpListener,
-    cancel: tokio_util::sync::CancellationToken,
-) -> std::io::Result<()> {
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    };
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(
-        // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
-        // kernel holds each later write ~40 ms for the client's delayed ACK.
-        axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        }),
-        router,
-    )
-    .with_graceful_shutdown(async move { cancel.cancelled().await })
-    .await
 }

@@ -351,7 +351,8 @@ async fn an_http_400_from_a_backend_is_sent_once() {
 }
 
 #[tokio::test]
-async fn a_tool_added_without_list_changed_is_found_and_a_legacy_sse_entry_is_only_disabled() {
+async fn a_tool_added_without_list_changed_is_found_and_an_unreachable_legacy_sse_server_fails_alone()
+ {
     let python = tool("venv/bin/python");
     let script = root().join("crates/toolforge/tests/python/at_most_once_server.py");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -362,14 +363,18 @@ async fn a_tool_added_without_list_changed_is_found_and_a_legacy_sse_entry_is_on
     }});
     let served = Served::start_full(&config, &[], &["--stateless"]).await;
     let health = served
-        .wait_health(30, |h| server_state(h, "quiet")["state"] == "ready")
+        .wait_health(30, |h| {
+            server_state(h, "quiet")["state"] == "ready"
+                && server_state(h, "legacy")["last_error"].is_string()
+        })
         .await;
     let legacy = server_state(&health, "legacy");
-    assert_eq!(legacy["state"], "disabled", "{health}");
+    assert_ne!(legacy["state"], "ready", "{health}");
+    assert_ne!(legacy["state"], "disabled", "{health}");
     assert!(
         legacy["last_error"]
             .as_str()
-            .is_some_and(|e| e.contains("legacy HTTP+SSE")),
+            .is_some_and(|e| e.contains("the SSE stream at http://127.0.0.1:9/sse failed")),
         "{health}"
     );
 

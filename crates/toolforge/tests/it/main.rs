@@ -3,6 +3,7 @@
 //! Everything they need is installed by `scripts/setup` under `.tools/`.
 
 mod agent;
+mod apps;
 mod cache;
 mod client;
 mod console;
@@ -15,6 +16,7 @@ mod governance_policy;
 mod hardening;
 mod http_backend;
 mod inspector;
+mod legacy_sse;
 mod oauth;
 mod otel;
 mod overlaps;

@@ -1,9 +1,10 @@
 """A plain MCP client on the official Python SDK, for black-box tests of the gateway.
 
     python mcp_client.py http URL [--call NAME JSON]...
+    python mcp_client.py sse URL [--call NAME JSON]...   (the legacy HTTP+SSE transport)
     python mcp_client.py stdio -- COMMAND ARGS... [--call NAME JSON]...   (calls before --)
     --call-timeout SECS: the client gives up on a call after SECS (and cancels it).
-    --header NAME:VALUE: an HTTP header on every request (http mode; repeatable).
+    --header NAME:VALUE: an HTTP header on every request (http and sse modes; repeatable).
     --read URI: read a resource after listing (repeatable).
     --prompt NAME JSON: get a prompt with these arguments after listing (repeatable).
 
@@ -20,6 +21,7 @@ import json
 import sys
 
 from mcp import ClientSession, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -112,7 +114,10 @@ async def session_run(read, write, calls):
 
 async def main():
     mode, target, calls = parse(sys.argv[1:])
-    if mode == "http":
+    if mode == "sse":
+        async with sse_client(target[0], headers=HEADERS or None) as streams:
+            out = await session_run(streams[0], streams[1], calls)
+    elif mode == "http":
         async with create_mcp_http_client(headers=HEADERS or None) as http:
             async with streamable_http_client(target[0], http_client=http) as streams:
                 out = await session_run(streams[0], streams[1], calls)

@@ -1,20 +1,22 @@
 //! `toolforge server conformance`: the fixture the official MCP conformance suite expects,
-//! on stdio (the default) or on Streamable HTTP at `http://HOST:PORT/mcp`.
+//! on stdio (the default) or over HTTP (`-t sse|http`, or `--port`): Streamable HTTP at
+//! `http://HOST:PORT/mcp`, and `/sse` and `GET /tools` as every built-in server serves them.
+
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
+use toolforge_gateway::{BuiltinHttpOptions, Filtered, builtin_routes};
+
+use super::transport::Serve;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Serve one session on stdin/stdout (the default when no --port is given).
-    #[arg(long, conflicts_with = "port")]
-    stdio: bool,
-    /// Serve Streamable HTTP on this port (0 picks a free one); the endpoint is /mcp.
-    #[arg(long)]
-    port: Option<u16>,
-    /// Address to bind with --port. Loopback by default; other hosts are added to the
-    /// Host allow-list (DNS-rebinding protection).
-    #[arg(long, default_value = "127.0.0.1", requires = "port")]
+    #[command(flatten)]
+    transport: super::transport::TransportArgs,
+    /// Address to bind over HTTP. Loopback by default; other hosts are added to the Host
+    /// allow-list (DNS-rebinding protection).
+    #[arg(long, default_value = "127.0.0.1")]
     host: String,
     /// Visibility of the fixture's tools, resources and prompts (stdio only: the HTTP fixture
     /// is the conformance suite's target and serves everything).
@@ -23,15 +25,16 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let serve = args.transport.serve()?;
     let visibility = args.visibility.config()?;
-    let Some(port) = args.port else {
+    let Serve::Http { port, named } = serve else {
         if visibility.is_open() {
             return toolforge_conformance::serve_stdio().await;
         }
-        let handler = toolforge_gateway::Filtered::new(
+        let handler = Filtered::new(
             toolforge_conformance::Fixture::new(),
             "conformance",
-            std::sync::Arc::new(visibility),
+            Arc::new(visibility),
         );
         return toolforge_gateway::serve_handler_stdio(handler).await;
     };
@@ -51,10 +54,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         extra_hosts: vec![args.host.clone()],
         cancel: cancel.clone(),
     };
-    eprintln!("conformance fixture listening on http://{addr}/mcp");
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        cancel.cancel();
+    // `/sse` and `GET /tools` of the same fixture (open visibility: it serves everything).
+    let everything = Filtered::new(
+        toolforge_conformance::Fixture::new(),
+        "conformance",
+        Arc::new(visibility),
+    );
+    let router = toolforge_conformance::router(opts).merge(builtin_routes(
+        everything,
+        &BuiltinHttpOptions {
+            extra_hosts: vec![args.host.clone()],
+            cancel: cancel.clone(),
+        },
+    ));
+    eprintln!(
+        "conformance fixture {}",
+        super::transport::listening_line("", addr, named).trim_start()
+    );
+    tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            let _ = tokio::signal::ctrl_c().await;
+            cancel.cancel();
+        }
     });
-    toolforge_conformance::serve_http(listener, opts).await
+    toolforge_gateway::serve_router(router, listener, cancel)
+        .await
+        .context("conformance fixture: HTTP server failed")
 }

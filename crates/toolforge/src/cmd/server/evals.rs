@@ -1,5 +1,5 @@
 //! `toolforge server evals`: the LLM-evaluation MCP server (seed 003), over stdio (default) or
-//! Streamable HTTP at `/mcp`.
+//! HTTP (`-t sse|http`: `/mcp`, `/sse`, `GET /tools`).
 //!
 //! The environment, read here only:
 //! - `LM_STUDIO_SERVERS`: comma-separated OpenAI-compatible server roots
@@ -18,20 +18,17 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use toolforge_evals::{EmbeddingConfig, EvalsConfig, EvalsServer, RemoteBackend, config};
-use toolforge_gateway::{Filtered, serve_handler_http, serve_handler_stdio};
+use toolforge_gateway::{BuiltinHttpOptions, Filtered, serve_handler_http, serve_handler_stdio};
 
+use super::transport::Serve;
 use crate::config::env;
 use crate::embedder::{self, Backend};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Serve over stdin/stdout (the default).
-    #[arg(long, conflicts_with = "port")]
-    pub stdio: bool,
-    /// Serve Streamable HTTP at `/mcp` on this port instead of stdio.
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Address to bind with `--port`.
+    #[command(flatten)]
+    pub transport: super::transport::TransportArgs,
+    /// Address to bind over HTTP.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
     #[command(flatten)]
@@ -143,6 +140,7 @@ pub fn config_from_env() -> anyhow::Result<EvalsConfig> {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let serve = args.transport.serve()?;
     let visibility = Arc::new(args.visibility.config()?);
     let config = config_from_env()?;
     tracing::info!(embedding = ?config.embedding, "evals embedding backend");
@@ -153,20 +151,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         tokio::spawn(async move { composite.probe().await })
     };
     let handler = Filtered::new(server, "evals", visibility);
-    let served: anyhow::Result<()> = match args.port {
-        None => serve_handler_stdio(handler).await,
-        Some(port) => {
+    let served: anyhow::Result<()> = match serve {
+        Serve::Stdio => serve_handler_stdio(handler).await,
+        Serve::Http { port, named } => {
             let listener = tokio::net::TcpListener::bind((args.host, port))
                 .await
                 .with_context(|| format!("binding {}:{port}", args.host))?;
-            eprintln!("evals listening on http://{}/mcp", listener.local_addr()?);
-            let cancel = tokio_util::sync::CancellationToken::new();
-            let c = cancel.clone();
+            eprintln!(
+                "{}",
+                super::transport::listening_line("evals", listener.local_addr()?, named)
+            );
+            let opts = BuiltinHttpOptions {
+                extra_hosts: super::toolkit::bind_host(args.host),
+                ..BuiltinHttpOptions::default()
+            };
+            let cancel = opts.cancel.clone();
             tokio::spawn(async move {
                 crate::config::shutdown_signal().await;
-                c.cancel();
+                cancel.cancel();
             });
-            serve_handler_http(handler, listener, cancel)
+            serve_handler_http(handler, listener, opts)
                 .await
                 .map_err(anyhow::Error::from)
         }

@@ -3,6 +3,7 @@
 pub mod conformance;
 pub mod evals;
 pub mod toolkit;
+pub mod transport;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {

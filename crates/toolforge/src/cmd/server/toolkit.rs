@@ -3,18 +3,16 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use toolforge_gateway::{Filtered, serve_handler_http, serve_handler_stdio};
+use toolforge_gateway::{BuiltinHttpOptions, Filtered, serve_handler_http, serve_handler_stdio};
 use toolforge_toolkit::{sandbox, seed, server, sql::SqlLimits};
+
+use super::transport::Serve;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Serve over stdin/stdout (the default).
-    #[arg(long, conflicts_with = "port")]
-    pub stdio: bool,
-    /// Serve Streamable HTTP at `/mcp` on this port instead of stdio.
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Address to bind with `--port`.
+    #[command(flatten)]
+    pub transport: super::transport::TransportArgs,
+    /// Address to bind over HTTP.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: std::net::IpAddr,
     /// SQLite database to serve read-only (default: `$XDG_DATA_HOME/toolforge/toolkit/sample.db`,
@@ -40,7 +38,18 @@ fn default_db() -> PathBuf {
     base.join("toolforge").join("toolkit").join("sample.db")
 }
 
+/// The `Host` a server bound to `host` accepts besides loopback (none for loopback or the
+/// unspecified address, which is reached by the names of the machine's interfaces).
+pub(super) fn bind_host(host: std::net::IpAddr) -> Vec<String> {
+    if host.is_loopback() || host.is_unspecified() {
+        Vec::new()
+    } else {
+        vec![host.to_string()]
+    }
+}
+
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let serve = args.transport.serve()?;
     let visibility = std::sync::Arc::new(args.visibility.config()?);
     let explicit = args.db.is_some();
     let db_path = args.db.unwrap_or_else(default_db);
@@ -82,20 +91,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         resources_dir: args.resources,
     };
     let handler = Filtered::new(server::Toolkit::new(config), "toolkit", visibility);
-    match args.port {
-        None => serve_handler_stdio(handler).await?,
-        Some(port) => {
+    match serve {
+        Serve::Stdio => serve_handler_stdio(handler).await?,
+        Serve::Http { port, named } => {
             let listener = tokio::net::TcpListener::bind((args.host, port))
                 .await
                 .with_context(|| format!("binding {}:{port}", args.host))?;
-            eprintln!("toolkit listening on http://{}/mcp", listener.local_addr()?);
-            let cancel = tokio_util::sync::CancellationToken::new();
-            let c = cancel.clone();
+            eprintln!(
+                "{}",
+                super::transport::listening_line("toolkit", listener.local_addr()?, named)
+            );
+            let opts = BuiltinHttpOptions {
+                extra_hosts: bind_host(args.host),
+                ..BuiltinHttpOptions::default()
+            };
+            let cancel = opts.cancel.clone();
             tokio::spawn(async move {
                 let _ = tokio::signal::ctrl_c().await;
-                c.cancel();
+                cancel.cancel();
             });
-            serve_handler_http(handler, listener, cancel).await?;
+            serve_handler_http(handler, listener, opts).await?;
         }
     }
     Ok(())
