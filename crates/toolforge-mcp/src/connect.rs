@@ -43,6 +43,9 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             if let Some(dir) = cwd {
                 cmd.current_dir(dir);
             }
+            if options.stdio_default_scheduling {
+                crate::stdio_scheduling::start_under_default_policy(&mut cmd);
+            }
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()

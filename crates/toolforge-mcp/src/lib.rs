@@ -39,6 +39,7 @@ mod options;
 pub mod pins;
 pub mod pool;
 pub mod relay;
+mod stdio_scheduling;
 mod supervise;
 #[cfg(test)]
 mod testing;

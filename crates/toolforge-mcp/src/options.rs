@@ -24,6 +24,11 @@ pub struct PoolOptions {
     /// Where upstream OAuth grants are kept (none: in memory, sealed with a key of this
     /// process, lost when it stops).
     pub tokens: Option<Arc<crate::auth::store::TokenStore>>,
+    /// Start stdio servers under the kernel's default scheduling policy (`SCHED_OTHER`, Linux)
+    /// instead of the one of the thread that starts them, which a child process inherits. The
+    /// binary sets it when the gateway runs as `SCHED_BATCH`, which its backends must not take
+    /// over unasked (`stdio_scheduling`).
+    pub stdio_default_scheduling: bool,
 }
 
 /// Where HTTP requests to backends look for a proxy.

@@ -161,8 +161,9 @@ pub fn load_pool_config(
     Ok(config)
 }
 
-/// Pool options for this process: `toolforge` in a config means this very executable, and the
-/// catalog cache is the one `CATALOG_CACHE_BACKEND` names.
+/// Pool options for this process: `toolforge` in a config means this very executable, the
+/// catalog cache is the one `CATALOG_CACHE_BACKEND` names, and stdio servers start under the
+/// kernel's default policy when this process runs as `SCHED_BATCH` (`crate::scheduling`).
 pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
     let cache = catalog_cache().await?;
     let tokens = token_store(cache.as_deref()).await?;
@@ -173,6 +174,7 @@ pub async fn pool_options() -> anyhow::Result<toolforge_mcp::PoolOptions> {
         cache,
         backend_proxy: backend_proxy(process_env_sets),
         tokens,
+        stdio_default_scheduling: crate::scheduling::runs_as_batch(),
         ..Default::default()
     })
 }

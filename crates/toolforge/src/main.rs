@@ -24,19 +24,21 @@ use clap::{Parser, Subcommand};
 MCP stdio protocol.\nConfiguration: mcp.servers.json (or MCP_SERVERS_CONFIG), see README.md."
 )]
 struct Cli {
-    /// Threads that run async work (default: half the CPU cores, at least 1, leaving the rest to
-    /// stdio backends and blocking work; see `benchmarks/proxy/README.md`).
+    /// Threads that run async work (default: tokio's, one per CPU core; fewer can suit a small
+    /// machine shared with stdio backends, see docs/deploy.md).
     #[arg(long, global = true, value_name = "N", env = "TOOLFORGE_WORKER_THREADS",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
-    /// How the kernel schedules `serve` and `gateway` (Linux): `batch` (the default) so that their
-    /// wake-ups do not preempt backends and clients on the same machine, or `normal`.
+    /// How the kernel schedules `serve` and `gateway` (Linux): `normal` (the default) leaves the
+    /// policy the process was started with; `batch` runs every thread as `SCHED_BATCH`, so that
+    /// their wake-ups do not preempt backends and clients on the same machine (docs/deploy.md).
+    /// Stdio backends start under `SCHED_OTHER` either way.
     #[arg(
         long,
         global = true,
         value_name = "POLICY",
         env = "TOOLFORGE_SCHEDULING",
-        default_value = "batch"
+        default_value = "normal"
     )]
     scheduling: scheduling::Scheduling,
     #[command(subcommand)]
@@ -95,7 +97,7 @@ fn main() -> std::process::ExitCode {
     if serving && let Err(err) = scheduling::apply(cli.scheduling) {
         tracing::warn!(policy = ?cli.scheduling, "cannot set the scheduling policy: {err}");
     }
-    // A gateway on glibc's allocator caps its heap arenas (`toolforge_gateway::limit_arenas`),
+    // A gateway on glibc's allocator caps its heap arenas (`allocator::limit_glibc_arenas`),
     // unless the operator set `MALLOC_ARENA_MAX`. With jemalloc (`allocator`), glibc's heap
     // holds only what C libraries allocate, and jemalloc has its own single arena.
     let built = if !allocator::JEMALLOC && serving && !config::process_env_sets("MALLOC_ARENA_MAX")

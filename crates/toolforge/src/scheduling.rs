@@ -1,35 +1,61 @@
 //! How the kernel schedules the gateway's threads against the processes beside it.
 //!
-//! A gateway's work comes in short bursts, each started by a socket becoming readable: a client's
-//! request, a backend's answer. On Linux a thread of the default policy (`SCHED_OTHER`) that
-//! such a wake-up makes runnable may preempt the thread running on the CPU it is put on, and on
-//! a machine the gateway shares with its backends (stdio children, local servers) and its
-//! clients, that is often a backend in the middle of a request: the backend answers later and
-//! starts again with cold caches. `SCHED_BATCH` is the same fair share of the CPU without that
-//! preemption: a woken gateway thread runs at once on an idle CPU, else when the running
-//! thread's turn ends. On 2 cores, with a node backend and the load generator on the same
-//! machine, it took `tools/call` at 8 concurrent clients from about 7,000 to about 9,000 calls
-//! per second, the backend preempted 0.07-0.09 times per call instead of 0.26-0.34
-//! (`benchmarks/proxy/README.md`, 2026-11-29, last). Child processes inherit the policy of the
-//! thread that starts them, so stdio backends the gateway starts run as `SCHED_BATCH` too.
+//! By default nothing changes: `serve` and `gateway` run under the policy they were started
+//! with (normally `SCHED_OTHER`, the kernel's default). `--scheduling batch` (or
+//! `TOOLFORGE_SCHEDULING=batch`) opts in to `SCHED_BATCH` for every thread of the process.
+//!
+//! What it trades. A gateway's work comes in short bursts, each started by a socket becoming
+//! readable. Under `SCHED_OTHER` a thread that such a wake-up makes runnable may preempt the
+//! thread running on the CPU it is put on; where the gateway shares few cores with its backends
+//! and its clients, that is often a backend in the middle of a request. `SCHED_BATCH` is the same
+//! fair share of the CPU without that preemption: a woken gateway thread runs at once on an idle
+//! CPU, else when the running thread's turn ends. Measured on 2 cores with a node backend and the
+//! load generator on the same machine, it took `tools/call` at 8 concurrent clients from about
+//! 5,900 to about 7,900 calls per second; the cost is latency whenever the CPUs are busy with
+//! other work, since a woken gateway thread waits for the running one's slice
+//! (`docs/deploy.md`, `benchmarks/proxy/README.md`). On a machine with cores to spare, or where
+//! the gateway's latency matters more than its neighbours' throughput, the default is right.
+//!
+//! Child processes inherit the policy of the thread that starts them. Stdio backends do not: the
+//! pool starts them under `SCHED_OTHER` whenever the gateway runs as `SCHED_BATCH`
+//! ([`runs_as_batch`], `toolforge_mcp::PoolOptions::stdio_default_scheduling`).
 
 /// The scheduling policy of the gateway's threads (`--scheduling`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scheduling {
+    /// The policy the process was started with (normally the kernel's default, `SCHED_OTHER`).
+    Normal,
     /// `SCHED_BATCH`: the gateway's wake-ups do not preempt the thread running on a CPU.
     Batch,
-    /// The kernel's default policy, `SCHED_OTHER`.
-    Normal,
 }
 
-/// Puts the calling thread, and every thread and process it starts from now on, under
-/// `scheduling`. Call it before the async runtime starts its threads. Where the policy does not
-/// exist (other systems), asking for [`Scheduling::Batch`] changes nothing.
+/// Puts the calling thread, and every thread it starts from now on, under `scheduling`. Call it
+/// before the async runtime starts its threads. Where the policy does not exist (other systems),
+/// asking for [`Scheduling::Batch`] changes nothing.
 pub fn apply(scheduling: Scheduling) -> std::io::Result<()> {
     match scheduling {
         Scheduling::Normal => Ok(()),
         Scheduling::Batch => set_batch(),
     }
+}
+
+/// Whether the calling thread runs as `SCHED_BATCH` (asked for with `--scheduling batch`, or
+/// inherited from whatever started the process, such as `chrt -b`).
+pub fn runs_as_batch() -> bool {
+    is_batch()
+}
+
+#[cfg(target_os = "linux")]
+fn is_batch() -> bool {
+    // SAFETY: `sched_getscheduler` only reads the calling thread's policy (pid 0).
+    #[allow(unsafe_code)]
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy == libc::SCHED_BATCH
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_batch() -> bool {
+    false
 }
 
 #[cfg(target_os = "linux")]
@@ -73,21 +99,24 @@ mod tests {
     #[test]
     fn batch_is_the_policy_of_the_thread_and_of_the_threads_it_starts() {
         // On a thread of its own, so that the test harness's threads keep theirs.
-        let (own, started) = std::thread::spawn(|| {
+        let (own, started, seen) = std::thread::spawn(|| {
+            set_policy(libc::SCHED_OTHER).expect("SCHED_OTHER needs no privilege");
+            assert!(!runs_as_batch());
             apply(Scheduling::Batch).expect("SCHED_BATCH needs no privilege");
             let started = std::thread::spawn(policy)
                 .join()
                 .expect("the inner thread ran");
-            (policy(), started)
+            (policy(), started, runs_as_batch())
         })
         .join()
         .expect("the thread ran");
         assert_eq!(own, libc::SCHED_BATCH);
         assert_eq!(started, libc::SCHED_BATCH);
+        assert!(seen);
     }
 
     #[test]
-    fn normal_keeps_the_default_policy() {
+    fn normal_keeps_the_policy_the_thread_has() {
         let after = std::thread::spawn(|| {
             // From the default policy, whatever the test runner was started under.
             set_policy(libc::SCHED_OTHER).expect("SCHED_OTHER needs no privilege");

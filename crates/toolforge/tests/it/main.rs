@@ -25,6 +25,7 @@ mod real_servers;
 mod replicas;
 mod replies;
 mod retrieval;
+mod scheduling;
 mod sdk_clients;
 mod selection;
 mod stateless;
