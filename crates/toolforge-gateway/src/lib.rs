@@ -39,7 +39,7 @@ pub mod visible;
 
 pub use console::SpendReport;
 pub use drain::Drain;
-pub use free_memory::limit_arenas;
+pub use free_memory::ReleaseMemory;
 pub use http::{HttpOptions, health, router, serve, tool_rows};
 pub use listener::ConnectionLimits;
 pub use mcp::{Gateway, Shared, ToolMode};

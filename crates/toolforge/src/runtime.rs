@@ -1,47 +1,40 @@
 //! The async runtime every command runs on, and how many threads it gets.
 //!
-//! A call through the gateway is a chain of small steps on different tasks (the client's
-//! connection, the MCP session, the handler, the backend's client), each waking the next. With
-//! a worker thread per core those wakes cross threads, and each crossing costs a futex wake and
-//! a context switch that the step itself does not. The gateway also shares its machine with its
-//! stdio backends (child processes) and often with their clients. So the default is half the
-//! cores, at least one: on 2 cores, one worker thread took CPU per `tools/call` from 0.49 to
-//! 0.35 ms at c = 1 and from 0.26 to 0.20 ms at c = 32, with more throughput at all three
-//! (`benchmarks/proxy/README.md`). Blocking work (SQLite, files) has its own pool either way.
+//! Worker threads: `--worker-threads N` (`TOOLFORGE_WORKER_THREADS`), else tokio's own choice
+//! (`TOKIO_WORKER_THREADS`, else one per CPU the process may use). Fewer workers than cores can
+//! lower the CPU a gateway spends per call when it shares a small machine with its stdio backends
+//! and clients (a call's steps wake each other across fewer threads): on 2 cores, one worker took
+//! CPU per `tools/call` from 0.49 to 0.35 ms at c = 1 (`benchmarks/proxy/README.md`,
+//! `docs/deploy.md`), so that is a deployment's choice to measure, not a default. Blocking work
+//! (SQLite, files) has its own pool either way.
 
-use std::num::NonZeroUsize;
-
-/// Worker threads when none are asked for: half the cores the process may use, at least one.
-pub fn default_worker_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-    (cores / 2).max(1)
-}
-
-/// The multi-threaded runtime with `worker_threads` (else the default) workers.
+/// The multi-threaded runtime with `worker_threads` workers, else tokio's default count.
 pub fn build(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
-    builder(worker_threads.unwrap_or_else(default_worker_threads)).build()
+    builder(worker_threads).build()
 }
 
-/// The settings every runtime here shares: `workers` worker threads, I/O and timers on.
-fn builder(workers: usize) -> tokio::runtime::Builder {
+/// The settings every runtime here shares: the worker count asked for, I/O and timers on.
+fn builder(worker_threads: Option<usize>) -> tokio::runtime::Builder {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(workers).enable_all();
+    if let Some(workers) = worker_threads {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all();
     builder
 }
 
 /// [`build`], then glibc's heap arenas capped at one per worker plus one
-/// (`toolforge_gateway::limit_arenas`) once every worker has taken an arena of its own: capped
-/// before, a blocking thread that allocates before a worker does takes the last new arena and
-/// the worker shares the main thread's (with 10,000 tools, 3 runs in 23 had 65 MiB of RSS after
-/// `list_load.py` instead of 56-59; `benchmarks/proxy/README.md`).
+/// (`crate::allocator::limit_glibc_arenas`) once every worker has taken an arena of its own:
+/// capped before, a blocking thread that allocates before a worker does takes the last new
+/// arena and the worker shares the main thread's (with 10,000 tools, 3 runs in 23 had 65 MiB of
+/// RSS after `list_load.py` instead of 56-59; `benchmarks/proxy/README.md`).
 pub fn build_with_arenas_capped(
     worker_threads: Option<usize>,
 ) -> std::io::Result<tokio::runtime::Runtime> {
     use std::sync::{Arc, Condvar, Mutex};
-    let workers = worker_threads.unwrap_or_else(default_worker_threads);
     let started = Arc::new((Mutex::new(0_usize), Condvar::new()));
     let counter = started.clone();
-    let runtime = builder(workers)
+    let runtime = builder(worker_threads)
         .on_thread_start(move || {
             // glibc gives a thread its arena at its first allocation: this one.
             drop(std::hint::black_box(Box::new(0_u64)));
@@ -53,6 +46,7 @@ pub fn build_with_arenas_capped(
         })
         .build()?;
     // The workers start with the runtime; blocking threads only once something runs on it.
+    let workers = runtime.metrics().num_workers();
     let (count, woken) = &*started;
     let count = count
         .lock()
@@ -61,7 +55,7 @@ pub fn build_with_arenas_capped(
         .wait_timeout_while(count, std::time::Duration::from_secs(10), |n| *n < workers)
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if *count >= workers {
-        toolforge_gateway::limit_arenas(workers);
+        crate::allocator::limit_glibc_arenas(workers);
     }
     Ok(runtime)
 }
@@ -71,20 +65,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_leaves_half_the_cores_and_never_none() {
-        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-        let threads = default_worker_threads();
-        assert!(threads >= 1);
-        assert!(
-            threads * 2 <= cores.max(2),
-            "{threads} threads on {cores} cores"
-        );
-    }
-
-    #[test]
     fn an_explicit_count_is_what_the_runtime_gets() {
         let runtime = build(Some(3)).expect("a runtime");
         assert_eq!(runtime.metrics().num_workers(), 3);
+    }
+
+    #[test]
+    fn without_a_count_tokio_chooses() {
+        // tokio's default: `TOKIO_WORKER_THREADS`, else one worker per CPU the process may use.
+        if crate::config::process_env_sets("TOKIO_WORKER_THREADS") {
+            return;
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let runtime = build(None).expect("a runtime");
+        assert_eq!(runtime.metrics().num_workers(), cpus);
     }
 
     #[test]
@@ -92,5 +86,7 @@ mod tests {
         let runtime = build_with_arenas_capped(Some(2)).expect("a runtime");
         assert_eq!(runtime.metrics().num_workers(), 2);
         assert_eq!(runtime.block_on(async { 1 + 1 }), 2);
+        let default = build_with_arenas_capped(None).expect("a runtime");
+        assert_eq!(default.block_on(async { 2 + 2 }), 4);
     }
 }

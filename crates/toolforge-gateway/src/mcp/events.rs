@@ -117,7 +117,7 @@ impl Shared {
                 drop(old_presentation);
                 if new_generation {
                     // The earlier generation and the build of this one are gone.
-                    crate::free_memory::release_soon();
+                    self.memory_release.release_soon();
                 }
             }
             PoolEvent::ResourcesChanged { .. } => {

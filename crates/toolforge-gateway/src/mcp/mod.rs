@@ -151,6 +151,8 @@ pub struct Shared {
     consent: RwLock<Option<Arc<crate::consent::Consent>>>,
     /// The principal of stdio requests (`TOOLFORGE_TOKEN` or `--principal`), and the token.
     stdio_identity: RwLock<Option<toolforge_mcp::OnBehalf>>,
+    /// What hands free heap back after a large build (the binary's allocator knows how).
+    memory_release: crate::free_memory::MemoryRelease,
 }
 
 impl std::fmt::Debug for Shared {
@@ -211,6 +213,7 @@ impl Shared {
             trail: RwLock::new(toolforge_agent::TraceSink::disabled()),
             consent: RwLock::new(None),
             stdio_identity: RwLock::new(None),
+            memory_release: crate::free_memory::MemoryRelease::default(),
         });
         let weak = Arc::downgrade(&shared);
         let mut events = shared.pool.subscribe_events();
@@ -322,6 +325,15 @@ impl Shared {
 
     pub fn set_trail(&self, sink: toolforge_agent::TraceSink) {
         *self.trail.write() = sink;
+    }
+
+    /// After each large build (a new catalog generation, a `tools/list` answer of a MiB or
+    /// more), runs `release` on a blocking thread, at most once a second, to give the heap's
+    /// free memory back to the operating system (the binary passes its allocator's). Without
+    /// it, nothing is released. A second call keeps the first hook; returns whether this one
+    /// took.
+    pub fn set_memory_release(&self, release: crate::ReleaseMemory) -> bool {
+        self.memory_release.set(release)
     }
 
     /// The sink gateway calls are traced to.

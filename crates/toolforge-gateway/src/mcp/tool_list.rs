@@ -408,7 +408,7 @@ impl Shared {
         self.list_cache.insert(&catalog, epoch, entry.clone());
         if entry.tools.len() >= crate::free_memory::LARGE_BUILD_BYTES {
             // Building it took several copies of the catalog's definitions, gone now.
-            crate::free_memory::release_soon();
+            self.memory_release.release_soon();
         }
         entry
     }

@@ -46,6 +46,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.tool_mode.mode(),
     );
     crate::config::apply_state_key(&shared).await?;
+    shared.set_memory_release(crate::allocator::release_free_memory);
     shared.set_rules(rules);
     shared.set_trail(traces.clone());
     if let Some(who) = stdio_identity {

@@ -161,6 +161,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.tool_mode.mode(),
     );
     crate::config::apply_state_key(&shared).await?;
+    shared.set_memory_release(crate::allocator::release_free_memory);
     shared.set_rules(rules.clone());
     let agent =
         match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
