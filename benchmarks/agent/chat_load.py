@@ -146,7 +146,7 @@ class Server:
             return ""
 
     def proc_status(self, key):
-        """A /proc/PID/status field in kB (VmRSS, VmHWM), or None."""
+        """A /proc/PID/status field in kB (RssAnon, VmHWM), or None."""
         try:
             with open(f"/proc/{self.proc.pid}/status") as f:
                 for line in f:
@@ -406,7 +406,7 @@ def main():
         try:
             server.start()
             results, traced_requests = asyncio.run(run(args, server))
-            rss_kb = server.proc_status("VmRSS")
+            rss_kb = server.proc_status("RssAnon")
             hwm_kb = server.proc_status("VmHWM")
         finally:
             server.stop()
@@ -432,7 +432,7 @@ def main():
     print()
     rss = f"{rss_kb / 1024:.1f} MiB" if rss_kb else "unknown"
     hwm = f"{hwm_kb / 1024:.1f} MiB" if hwm_kb else "unknown"
-    print(f"Server RSS after the run: {rss} (peak {hwm}).")
+    print(f"Server RssAnon after the run: {rss} (peak VmHWM {hwm}).")
     print(f"Trace lines written: {trace_lines}; /chat requests executed (warm-up included): {traced_requests}.")
 
     failures = []
@@ -454,7 +454,7 @@ def main():
                     "phases": results,
                     "chat_vs_health": results["POST /chat"]["rps"] / base if base else None,
                     "dry_run_vs_health": results["POST /chat dry_run"]["rps"] / base if base else None,
-                    "rss_kib": rss_kb,
+                    "rss_anon_kib": rss_kb,
                     "peak_rss_kib": hwm_kb,
                     "trace_lines": trace_lines,
                     "traced_requests": traced_requests,

@@ -7,7 +7,8 @@
 # per run and, per pair, toolforge's throughput over the peer's, then their median. Each run's
 # line ends with how often per call the backend's main thread was preempted (involuntary context
 # switches): on 2 cores the backend, the gateway and the load generator share the CPUs, and where
-# the scheduler puts the load generator's wake-ups moves the backend's CPU per call.
+# the scheduler puts the load generator's wake-ups moves the backend's CPU per call. Then the
+# gateway's RssAnon (anonymous resident memory, MiB) after the calls.
 # Binaries as in one-gateway.sh ($TOOLFORGE_BIN, $RUST_MCP_PROXY_BIN). Needs setup.sh run once.
 set -euo pipefail
 conc=${1:-32} calls=${2:-20000} pairs=${3:-6} warmup=${WARMUP:-2000}
@@ -30,10 +31,11 @@ run() (
   g0=$(ticks "$gateway") b0=$(ticks "$backend") p0=$(preempted "$backend") t0=$(date +%s.%N)
   "${load[@]}" -c "$conc" --warmup 0 -d 600 --max-requests "$calls" >"$out/load.json"
   t1=$(date +%s.%N) g1=$(ticks "$gateway") b1=$(ticks "$backend") p1=$(preempted "$backend")
+  anon=$(awk '/^RssAnon/ {print $2}' "/proc/$gateway/status")
   hz=$(getconf CLK_TCK)
   python3 -c "
 n, hz = $calls, $hz
-print('$1', round(n / ($t1 - $t0)), round(($g1 - $g0) * 1000 / hz / n, 3), round(($b1 - $b0) * 1000 / hz / n, 3), round(($p1 - $p0) / n, 3))"
+print('$1', round(n / ($t1 - $t0)), round(($g1 - $g0) * 1000 / hz / n, 3), round(($b1 - $b0) * 1000 / hz / n, 3), round(($p1 - $p0) / n, 3), round($anon / 1024, 1))"
 )
 
 results=$(mktemp "${TMPDIR:-/tmp}/pairs.XXXXXX")
@@ -41,7 +43,7 @@ for i in $(seq "$pairs"); do
   if ((i % 2)); then order=(toolforge rust-mcp-proxy); else order=(rust-mcp-proxy toolforge); fi
   for name in "${order[@]}"; do
     line=$(run "$name")
-    echo "pair $i c=$conc: $line (calls/s, gateway and backend CPU ms per call, backend preempted per call)"
+    echo "pair $i c=$conc: $line (calls/s, gateway and backend CPU ms per call, backend preempted per call, gateway RssAnon MiB)"
     echo "$i $line" >>"$results"
   done
 done

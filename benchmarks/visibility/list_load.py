@@ -17,7 +17,7 @@ interleaving the cases over --rounds rounds so outside load falls on all alike:
 A request is timed from sending it to having read the whole reply (the client's JSON parsing is
 not timed). Each response is checked (tool count as the case expects, no error); any mismatch exits 1.
 Reports per case: tools per response, mean, p50 and p99 in ms, and p50 and mean as ratios to
-`unfiltered` in the same run; then the server's RSS.
+`unfiltered` in the same run; then the server's RssAnon (anonymous resident memory).
 
     python3 benchmarks/visibility/list_load.py [--tools 10000] [--requests 40] [--rounds 5] [--json out.json]
 
@@ -163,7 +163,7 @@ def main():
                         counts[name] = count
                         if time.monotonic() - started_round > ROUND_BUDGET_S:
                             break
-            rss_kb = server.proc_status("VmRSS")
+            rss_kb = server.proc_status("RssAnon")
         finally:
             server.stop()
 
@@ -191,11 +191,11 @@ def main():
         print(f"{r['case']:<15} {r['tools']:>6} {r['requests']:>5} {r['mean_ms']:>9.2f} "
               f"{r['p50_ms']:>9.2f} {r['p99_ms']:>9.2f} {r['p50_ratio']:>6.3f}x {r['mean_ratio']:>6.3f}x")
     if rss_kb:
-        print(f"server RSS after the run: {rss_kb / 1024:.1f} MiB")
+        print(f"server RssAnon after the run: {rss_kb / 1024:.1f} MiB")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"build": build_kind(binary), "tools": args.tools, "cases": rows,
-                       "rss_kib": rss_kb}, f, indent=2)
+                       "rss_anon_kib": rss_kb}, f, indent=2)
 
 
 if __name__ == "__main__":

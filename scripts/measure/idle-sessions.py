@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""RSS of `toolforge serve` before and after opening N idle /mcp sessions, and per session.
+"""Anonymous resident memory (RssAnon: heap and stacks, not the binary's shared, clean text
+pages) of `toolforge serve` before and after opening N idle /mcp sessions, and per session.
 
 Usage: scripts/measure/idle-sessions.py [N] [path/to/toolforge] [ROUNDS]
 (N defaults to 5000, ROUNDS to 2)
@@ -34,8 +35,9 @@ HEADERS = {"content-type": "application/json", "accept": "application/json, text
 
 
 def rss_kib(pid):
+    """RssAnon of `pid` in KiB."""
     with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+        return int(re.search(r"RssAnon:\s+(\d+)", f.read()).group(1))
 
 
 def post(conn, body, session=None):
@@ -87,22 +89,22 @@ def main():
         after = settle(server.pid)
         per = (after - before) * 1024 / N
         print(f"sessions: {N}")
-        print(f"RSS before: {before / 1024:.1f} MiB, after: {after / 1024:.1f} MiB")
-        print(f"RSS per idle session: {per / 1024:.1f} KiB")
+        print(f"RssAnon before: {before / 1024:.1f} MiB, after: {after / 1024:.1f} MiB")
+        print(f"RssAnon per idle session: {per / 1024:.1f} KiB")
         uri = "mem://" + "x" * 10_000
         for i in range(4000):
             body = json.dumps({"jsonrpc": "2.0", "id": i + 1, "method": "resources/unsubscribe",
                                "params": {"uri": f"{uri}/{i}"}})
             post(conn, body, sessions[0])
         unsub = settle(server.pid)
-        print(f"RSS after 4,000 unknown 10 KB unsubscribes: {unsub / 1024:.1f} MiB "
+        print(f"RssAnon after 4,000 unknown 10 KB unsubscribes: {unsub / 1024:.1f} MiB "
               f"(+{(unsub - after) / 1024:.1f} MiB)")
         for round in range(2, ROUNDS + 1):
             time.sleep(IDLE + 5)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             sessions = open_sessions(conn)
             again = settle(server.pid)
-            print(f"round {round}: RSS after the previous sessions expired and {N} new ones "
+            print(f"round {round}: RssAnon after the previous sessions expired and {N} new ones "
                   f"opened: {again / 1024:.1f} MiB")
     finally:
         server.terminate()
