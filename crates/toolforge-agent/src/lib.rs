@@ -16,6 +16,7 @@ pub mod run;
 pub mod session;
 pub mod spans;
 pub mod trace;
+mod trace_live;
 pub mod trace_verify;
 
 pub use backend::{ToolBackend, ToolFailure, ToolOutput};

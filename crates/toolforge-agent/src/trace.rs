@@ -10,7 +10,9 @@
 //!
 //! Every emitted record is also broadcast to live subscribers ([`TraceSink::subscribe`], the
 //! console's live trace): a bounded channel where a subscriber that falls behind skips the
-//! oldest records (and is told how many), so emitting never waits on one.
+//! oldest records (and is told how many), so emitting never waits on one. The last
+//! [`RECENT_CAPACITY`] records are kept for subscribers that arrive later
+//! ([`TraceSink::subscribe_with_recent`]; `trace_live`).
 
 pub mod decision;
 
@@ -22,6 +24,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::trace_live::Live;
+pub use crate::trace_live::{LIVE_CAPACITY, RECENT_CAPACITY};
 
 /// The trace schema version this build writes.
 pub const SCHEMA_VERSION: &str = "2";
@@ -291,7 +296,7 @@ fn lower_hex(bytes: &[u8]) -> String {
 }
 
 enum Command {
-    Record(Box<TraceRecord>, Option<oneshot::Sender<bool>>),
+    Record(Arc<TraceRecord>, Option<oneshot::Sender<bool>>),
     Probe(oneshot::Sender<bool>),
     Flush(oneshot::Sender<()>),
 }
@@ -304,10 +309,6 @@ impl std::fmt::Debug for Command {
 
 /// Records a full queue may hold before new ones are dropped (and counted as lost).
 pub const QUEUE_CAPACITY: usize = 65_536;
-
-/// Records the live broadcast keeps for its slowest subscriber; one further behind skips the
-/// oldest.
-pub const LIVE_CAPACITY: usize = 1024;
 
 /// A file the writer appends whole lines to.
 trait Target {
@@ -402,8 +403,8 @@ pub struct TraceSink {
     tx: Option<mpsc::Sender<Command>>,
     path: Option<PathBuf>,
     health: Arc<Health>,
-    /// Emitted records, for live subscribers.
-    live: broadcast::Sender<Arc<TraceRecord>>,
+    /// Emitted records, for live subscribers, and the most recent ones.
+    live: Arc<Live>,
 }
 
 impl TraceSink {
@@ -414,7 +415,7 @@ impl TraceSink {
             tx: None,
             path: None,
             health: Arc::default(),
-            live: broadcast::channel(LIVE_CAPACITY).0,
+            live: Arc::default(),
         }
     }
 
@@ -477,7 +478,7 @@ impl TraceSink {
             tx: Some(tx),
             path: Some(path.to_owned()),
             health,
-            live: broadcast::channel(LIVE_CAPACITY).0,
+            live: Arc::default(),
         }
     }
 }
@@ -524,7 +525,7 @@ fn write_commands(
         for cmd in commands.drain(..) {
             match cmd {
                 Command::Record(record, done) => {
-                    batch.add(*record, done, &chain, health);
+                    batch.add(&record, done, &chain, health);
                     if batch.lines.len() >= BATCH_BYTES {
                         batch.write(&mut file, &mut chain, health, shown);
                     }
@@ -557,6 +558,27 @@ fn take_queued(rx: &mut mpsc::Receiver<Command>, commands: &mut Vec<Command>) {
     }
 }
 
+/// The line `record` is written as, its `prev_hash` set to `prev`. The record itself stays as
+/// it was emitted (the live trace's kept records share it): `prev_hash` is its last field, so
+/// an unchained record's line ends in `"prev_hash":null}`, and the chained line is that line
+/// with the hash in place of the `null`, byte for byte what serialising the chained record
+/// writes. A record that already carries a hash is serialised as a chained copy.
+fn chained_line(record: &TraceRecord, prev: &str) -> serde_json::Result<Vec<u8>> {
+    const UNCHAINED_END: &[u8] = br#""prev_hash":null}"#;
+    if record.prev_hash.is_none() {
+        let mut line = serde_json::to_vec(record)?;
+        if line.ends_with(UNCHAINED_END) {
+            line.truncate(line.len() - b"null}".len());
+            serde_json::to_writer(&mut line, prev)?;
+            line.push(b'}');
+            return Ok(line);
+        }
+    }
+    let mut chained = record.clone();
+    chained.prev_hash = Some(prev.to_owned());
+    serde_json::to_vec(&chained)
+}
+
 /// Records serialised and chained, waiting to be appended with one write.
 #[derive(Default)]
 struct Batch {
@@ -574,13 +596,12 @@ impl Batch {
     /// Chains `record` to the batch's last line (or to `chain` in the file) and adds its line.
     fn add(
         &mut self,
-        mut record: TraceRecord,
+        record: &TraceRecord,
         done: Option<oneshot::Sender<bool>>,
         chain: &str,
         health: &Health,
     ) {
-        record.prev_hash = Some(self.last_hash.as_deref().unwrap_or(chain).to_owned());
-        match serde_json::to_vec(&record) {
+        match chained_line(record, self.last_hash.as_deref().unwrap_or(chain)) {
             Ok(line) => {
                 self.last_hash = Some(link(self.key.as_ref(), &line));
                 self.lines.extend_from_slice(&line);
@@ -645,9 +666,10 @@ impl TraceSink {
     /// Queues one record. A record that cannot be queued (the writer is gone or a full queue
     /// of `QUEUE_CAPACITY` records waits) is dropped and counted as lost.
     pub fn emit(&self, record: TraceRecord) {
-        self.publish(&record);
+        let record = Arc::new(record);
+        self.live.publish(&record);
         if let Some(tx) = &self.tx
-            && let Err(e) = tx.try_send(Command::Record(Box::new(record), None))
+            && let Err(e) = tx.try_send(Command::Record(record, None))
         {
             self.health.lost.fetch_add(1, Ordering::Relaxed);
             tracing::error!("trace record dropped: {}", queue_error(&e));
@@ -657,14 +679,11 @@ impl TraceSink {
     /// Writes one record and waits for the outcome: `true` once it is in the file (always
     /// `true` for a disabled sink).
     pub async fn emit_confirmed(&self, record: TraceRecord) -> bool {
-        self.publish(&record);
+        let record = Arc::new(record);
+        self.live.publish(&record);
         let Some(tx) = &self.tx else { return true };
         let (done, wait) = oneshot::channel();
-        if tx
-            .send(Command::Record(Box::new(record), Some(done)))
-            .await
-            .is_err()
-        {
+        if tx.send(Command::Record(record, Some(done))).await.is_err() {
             self.health.lost.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -679,11 +698,14 @@ impl TraceSink {
         self.live.subscribe()
     }
 
-    /// Sends `record` to the live subscribers, if any (a copy only when someone listens).
-    fn publish(&self, record: &TraceRecord) {
-        if self.live.receiver_count() > 0 {
-            let _ = self.live.send(Arc::new(record.clone()));
-        }
+    /// The last [`RECENT_CAPACITY`] records emitted (oldest first), and every record emitted
+    /// after them, as [`TraceSink::subscribe`] gives them: each record is in exactly one of
+    /// the two.
+    #[must_use]
+    pub fn subscribe_with_recent(
+        &self,
+    ) -> (Vec<Arc<TraceRecord>>, broadcast::Receiver<Arc<TraceRecord>>) {
+        self.live.subscribe_with_recent()
     }
 
     /// Whether the file takes writes now: `true` unless the last write failed and a probe (a

@@ -132,7 +132,7 @@ fn write_batch(
     let mut outcomes = Vec::new();
     for s in sessions {
         let (done, outcome) = oneshot::channel();
-        batch.add(record(s), Some(done), chain, health);
+        batch.add(&record(s), Some(done), chain, health);
         outcomes.push(outcome);
     }
     batch.write(disk, chain, health, "t");
@@ -267,6 +267,84 @@ async fn live_subscribers_see_records_and_a_slow_one_skips_the_oldest() {
     ));
     assert_eq!(live.recv().await.unwrap().session_id, "r5");
     assert_eq!(sink.lost_records(), 0, "the file side is untouched");
+}
+
+#[test]
+fn a_chained_line_is_what_serialising_the_chained_record_writes() {
+    let mut verbose = record("v");
+    verbose.arguments = Some(serde_json::json!({"q": "select \"x\"", "n": [1, 2]}));
+    verbose.policy = Some("permit-all".to_owned());
+    for r in [record("a"), verbose] {
+        let mut chained = r.clone();
+        chained.prev_hash = Some(GENESIS_HASH.to_owned());
+        assert_eq!(
+            chained_line(&r, GENESIS_HASH).unwrap(),
+            serde_json::to_vec(&chained).unwrap()
+        );
+        // Already chained: chained again with the new hash.
+        assert_eq!(
+            chained_line(&chained, "ab").unwrap(),
+            serde_json::to_vec(&TraceRecord {
+                prev_hash: Some("ab".to_owned()),
+                ..r
+            })
+            .unwrap()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_late_subscriber_gets_the_recent_records_then_the_new_ones_each_once() {
+    let sink = TraceSink::disabled();
+    let earlier = RECENT_CAPACITY + 7;
+    for i in 0..earlier {
+        sink.emit(record(&format!("old{i}")));
+    }
+    let (recent, mut live) = sink.subscribe_with_recent();
+    // The last RECENT_CAPACITY, oldest first; the 7 before them are gone.
+    let names: Vec<&str> = recent.iter().map(|r| r.session_id.as_str()).collect();
+    assert_eq!(names.len(), RECENT_CAPACITY);
+    assert_eq!(names[0], "old7");
+    assert_eq!(names[RECENT_CAPACITY - 1], format!("old{}", earlier - 1));
+    sink.emit(record("new"));
+    assert_eq!(live.recv().await.unwrap().session_id, "new");
+    assert!(live.try_recv().is_err(), "nothing kept came again");
+    // A second subscriber sees the new record among the kept ones.
+    let (recent, _) = sink.subscribe_with_recent();
+    assert_eq!(recent.last().unwrap().session_id, "new");
+    assert_eq!(recent.len(), RECENT_CAPACITY);
+}
+
+#[tokio::test]
+async fn the_written_file_holds_what_was_emitted_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let sink = TraceSink::open(&path).await.unwrap();
+    sink.emit(record("a"));
+    assert!(sink.emit_confirmed(record("b")).await);
+    let (recent, _) = sink.subscribe_with_recent();
+    assert!(
+        recent.iter().all(|r| r.prev_hash.is_none()),
+        "kept as emitted"
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<TraceRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0].prev_hash.as_deref(), Some(GENESIS_HASH));
+    assert_eq!(
+        lines[1].prev_hash.as_deref(),
+        Some(line_hash(text.lines().next().unwrap().as_bytes()).as_str())
+    );
+    assert_eq!(
+        TraceRecord {
+            prev_hash: None,
+            ..lines[1].clone()
+        },
+        *recent[1]
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
-//! `GET /ui/api/trace/stream`: the agent's trace records as they are emitted, as server-sent
-//! events (`ready` once subscribed, then one `record` per trace record, `lagged` when this
-//! stream fell behind and skipped some). Optional exact-match filters: `session`, `server`,
-//! `tool`, `rule` (the selection rule).
+//! `GET /ui/api/trace/stream`: the agent's trace records as server-sent events. It opens with
+//! the most recent records (up to `toolforge_agent::trace::RECENT_CAPACITY`, the ones the
+//! trace sink keeps, oldest first; one `record` event each), then `ready`, then one `record`
+//! per trace record as it is emitted (`lagged` when this stream fell behind and skipped some).
+//! No record comes twice and none emitted in between is missed. Optional exact-match filters,
+//! applied to both: `session`, `server`, `tool`, `rule` (the selection rule).
 //!
 //! Bounded: at most [`MAX_LIVE_STREAMS`] streams at once (more get 503); a stream that cannot
 //! keep up skips records rather than slow the agent (the trace sink's broadcast); every stream
@@ -118,11 +120,17 @@ pub(super) async fn stream(
             format!("{MAX_LIVE_STREAMS} live trace streams are open; close one and retry"),
         ));
     };
-    // Subscribed before `ready` is sent: every record emitted after the page sees `ready` is
-    // delivered.
-    let records = BroadcastStream::new(agent.traces().subscribe());
+    // The kept records and the subscription in one step: each record comes once, and every
+    // record emitted after the page sees `ready` is delivered.
+    let (recent, records) = agent.traces().subscribe_with_recent();
+    let earlier: Vec<Event> = recent
+        .into_iter()
+        .filter_map(|record| event(Ok(record), &filter))
+        .collect();
+    let records = BroadcastStream::new(records);
     let ready = futures::stream::once(async { Event::default().event("ready").data("{}") });
-    let events = ready
+    let events = futures::stream::iter(earlier)
+        .chain(ready)
         .chain(records.filter_map(move |item| {
             let sent = event(item, &filter);
             async move { sent }

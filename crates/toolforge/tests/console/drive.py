@@ -6,8 +6,8 @@ each message JSON ended by a NUL byte).
 Usage: drive.py --base http://127.0.0.1:PORT --chromium /usr/bin/chromium [--screenshots DIR]
 
 Loads every page of the console in turn (a fresh load each), collects what the page shows and
-every console error, uncaught exception and failed load, makes one POST /chat while the live
-trace page is open, and prints one JSON object: {"pages": {name: {...}}}.
+every console error, uncaught exception and failed load, makes one POST /chat before the live
+trace page opens and one while it is open, and prints one JSON object: {"pages": {name: {...}}}.
 """
 
 import argparse
@@ -262,9 +262,16 @@ def main():
         })
 
         session = f"console-it-{os.getpid()}-{int(time.time())}"
+        # A run made before the page opens: the live trace starts with the records it left.
+        earlier = f"{session}-earlier"
+        chat(base, earlier)
 
         def live_chat():
             browser.wait_for("document.getElementById('trace-status')?.dataset.state === 'live'")
+            # Records kept from before come ahead of `ready`: drawn already.
+            earlier_seen = browser.eval(
+                f"document.querySelector('#trace-session-table tr[data-session=\"{earlier}\"]') !== null"
+            )
             answer = chat(base, session)
             seen = browser.wait_for(
                 f"document.querySelector('#trace-session-table tr[data-session=\"{session}\"]') !== null",
@@ -272,7 +279,8 @@ def main():
             )
             # let the page draw every record of the run before the screenshot
             time.sleep(0.5)
-            return {"session": session, "chat_session": answer.get("session_id"), "seen": seen}
+            return {"session": session, "chat_session": answer.get("session_id"), "seen": seen,
+                    "earlier_seen": earlier_seen}
 
         visit("trace", "trace", {
             "steps": texts("#trace-step-table tbody tr td:nth-child(2)"),

@@ -1,7 +1,8 @@
 //! The web console at `/ui`, driven in real headless Chromium (Debian's `chromium`, installed by
 //! `scripts/setup`) by `tests/console/drive.py` over the DevTools protocol: every page loads
 //! with no console error, the catalog shows the bundled toolkit's tools, a visibility preview
-//! with `?tools=sql_query` shows one tool, and the live trace shows a `/chat` made meanwhile.
+//! with `?tools=sql_query` shows one tool, and the live trace shows a `/chat` made before it
+//! opened and one made meanwhile.
 //!
 //! Each page is saved as a PNG in [`screenshots`] (under the build's temporary directory; the
 //! ones in `docs/console/` are copies).
@@ -137,8 +138,10 @@ async fn every_console_page_works_in_headless_chromium() {
     offered.sort();
     assert_eq!(offered, expected, "no rules: every tool is offered");
 
-    // Live trace: the /chat made while the page was open, with its steps.
+    // Live trace: the /chat made before the page opened, then the one made while it was open,
+    // with its steps.
     let trace = &pages["trace"];
+    assert_eq!(trace["earlier_seen"], true, "{trace:#}");
     assert_eq!(trace["seen"], true, "{trace:#}");
     assert_eq!(trace["chat_session"], trace["session"], "{trace:#}");
     assert_eq!(trace["status"], "live", "{trace:#}");
@@ -154,7 +157,7 @@ async fn every_console_page_works_in_headless_chromium() {
         spend["total"]
             .as_str()
             .unwrap_or_default()
-            .contains("1 sessions"),
+            .contains("2 sessions"),
         "{spend:#}"
     );
 
@@ -222,4 +225,131 @@ async fn the_console_is_read_only_bounded_and_explains_bad_requests() {
         .await
         .unwrap();
     assert_eq!(foreign.status(), 403);
+}
+
+/// The live trace's events until `ready` (and the records among them), then up to the first
+/// `record` after it; from `GET /ui/api/trace/stream`.
+struct LiveTrace {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl LiveTrace {
+    async fn open(served: &Served) -> Self {
+        let response = reqwest::get(format!("{}/ui/api/trace/stream", served.base))
+            .await
+            .expect("the live trace answers");
+        assert_eq!(response.status(), 200);
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event: its name and data.
+    async fn next(&mut self) -> (String, String) {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .filter_map(|l| l.strip_prefix(name))
+                        .map(str::trim_start)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                let event = field("event:");
+                if event.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return (event, field("data:"));
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(60), self.response.chunk())
+                .await
+                .expect("an event within 60 s")
+                .expect("the stream reads")
+                .expect("the stream stays open");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The records sent before `ready`.
+    async fn until_ready(&mut self) -> Vec<Value> {
+        let mut records = Vec::new();
+        loop {
+            match self.next().await {
+                (event, data) if event == "record" => {
+                    records.push(serde_json::from_str(&data).expect("a record is JSON"));
+                }
+                (event, _) if event == "ready" => return records,
+                (event, data) => panic!("unexpected {event} before ready: {data}"),
+            }
+        }
+    }
+}
+
+async fn chat(served: &Served, session: &str) {
+    let answer = reqwest::Client::new()
+        .post(format!("{}/chat", served.base))
+        .json(&json!({
+            "message": "Look up customer Alice Nguyen's orders, sum their total, and tell me if it exceeds $500.",
+            "session_id": session,
+        }))
+        .send()
+        .await
+        .expect("/chat answers");
+    assert_eq!(answer.status(), 200);
+}
+
+#[tokio::test]
+async fn the_live_trace_opens_with_the_recent_records_then_streams_each_once() {
+    let served = Served::start(&toolkit()).await;
+    let health = served.wait_health(60, |h| h["status"] == "ok").await;
+    assert_eq!(health["status"], "ok", "{health}");
+
+    let before = LiveTrace::open(&served).await.until_ready().await;
+    assert!(before.is_empty(), "nothing ran yet: {before:?}");
+
+    chat(&served, "earlier").await;
+    let mut live = LiveTrace::open(&served).await;
+    let earlier = live.until_ready().await;
+    assert!(!earlier.is_empty());
+    assert!(
+        earlier.iter().all(|r| r["session_id"] == "earlier"),
+        "{earlier:?}"
+    );
+    assert!(
+        earlier
+            .iter()
+            .any(|r| r["tool"] == "sql_query" && r["server"] == "toolkit"),
+        "the run's tool call is among them: {earlier:?}"
+    );
+
+    // Then what happens next, and none of the earlier records again.
+    chat(&served, "later").await;
+    let (event, data) = live.next().await;
+    assert_eq!(event, "record", "{data}");
+    let first_new: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(first_new["session_id"], "later", "{first_new}");
+
+    // A page opened now starts with both runs, oldest first.
+    let both = LiveTrace::open(&served).await.until_ready().await;
+    let sessions: Vec<&str> = both
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    let cut = sessions
+        .iter()
+        .position(|s| *s == "later")
+        .expect("later is there");
+    assert!(
+        sessions[..cut].iter().all(|s| *s == "earlier"),
+        "{sessions:?}"
+    );
+    assert!(
+        sessions[cut..].iter().all(|s| *s == "later"),
+        "{sessions:?}"
+    );
+    assert_eq!(cut, earlier.len(), "{sessions:?}");
 }

@@ -1,5 +1,7 @@
-// Live trace: the agent's trace records as they are emitted (server-sent events), filterable by
-// session, server, tool and rule; each session's steps with cost and latency.
+// Live trace: the agent's most recent trace records, then each one as it is emitted (server-sent
+// events), filterable by session, server, tool and rule; each session's steps with cost and
+// latency. The stream opens with the records the server kept; after a reconnection, those this
+// page already shows are not added again.
 import { h, table, note, section, usd, ms } from "./dom.js";
 
 const MAX_RECORDS = 2000;
@@ -14,6 +16,8 @@ export function leave() {
 
 export async function render(root) {
   const records = [];
+  const shownKeys = new Set();
+  let caughtUp = false;
   let chosen = null;
   let skipped = 0;
   const status = h("span", { id: "trace-status", "data-state": "connecting", class: "status" }, "connecting…");
@@ -72,13 +76,22 @@ export async function render(root) {
 
   leave();
   source = new EventSource("/ui/api/trace/stream");
+  source.addEventListener("open", () => { caughtUp = false; });
   source.addEventListener("ready", () => {
+    caughtUp = true;
     status.dataset.state = "live";
     status.textContent = "live";
   });
   source.addEventListener("record", (e) => {
-    records.push(JSON.parse(e.data));
-    if (records.length > MAX_RECORDS) records.splice(0, records.length - MAX_RECORDS);
+    const record = JSON.parse(e.data);
+    const id = recordKey(record);
+    // Before `ready` the server replays what it kept: after a reconnection, some are here.
+    if (!caughtUp && shownKeys.has(id)) return;
+    records.push(record);
+    shownKeys.add(id);
+    if (records.length > MAX_RECORDS) {
+      for (const old of records.splice(0, records.length - MAX_RECORDS)) shownKeys.delete(recordKey(old));
+    }
     draw();
   });
   source.addEventListener("lagged", (e) => {
@@ -90,6 +103,10 @@ export async function render(root) {
     status.textContent = "reconnecting…";
   });
   draw();
+}
+
+function recordKey(r) {
+  return [r.timestamp, r.kind, r.session_id, r.step, r.server, r.tool, r.attempt].join("|");
 }
 
 function what(r) {
