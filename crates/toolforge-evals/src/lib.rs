@@ -26,5 +26,5 @@ pub mod variants;
 
 pub use config::{EmbeddingConfig, EvalsConfig, RemoteBackend, ToolTimeouts};
 pub use error::EvalError;
-pub use server::{EvalsServer, serve_http, serve_stdio};
+pub use server::EvalsServer;
 pub use tools::Tools;

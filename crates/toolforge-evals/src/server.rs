@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,12 +17,9 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{ErrorData as McpError, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::analysis::TrajectoryOptions;
@@ -647,86 +643,4 @@ impl ServerHandler for EvalsServer {
             cache_scope: supports_cache_hints.then_some(rmcp::model::CacheScope::Public),
         })
     }
-}
-
-/// A transport or serving failure.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("cannot start the evals server: {0}")]
-    Start(#[from] EvalError),
-    #[error("MCP transport failed: {0}")]
-    Transport(String),
-}
-
-/// Runs the start-up model discovery (logs unreachable servers) beside `serving`.
-async fn with_probe<T>(tools: &Arc<Tools>, serving: impl Future<Output = T>) -> T {
-    let probe = {
-        let composite = Arc::clone(tools.composite());
-        async move { composite.probe().await }
-    };
-    tokio::pin!(probe);
-    tokio::pin!(serving);
-    let mut probed = tools.composite().servers().is_empty();
-    loop {
-        tokio::select! {
-            out = &mut serving => return out,
-            () = &mut probe, if !probed => probed = true,
-        }
-    }
-}
-
-/// Serves over stdin/stdout until the client closes the stream.
-///
-/// # Errors
-/// The server cannot be built or the transport fails.
-pub async fn serve_stdio(config: &EvalsConfig) -> Result<(), ServeError> {
-    let server = EvalsServer::new(config)?;
-    let tools = Arc::clone(server.tools());
-    with_probe(&tools, async move {
-        let running = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| ServeError::Transport(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| ServeError::Transport(e.to_string()))?;
-        Ok(())
-    })
-    .await
-}
-
-/// Serves Streamable HTTP at `/mcp` on a bound listener until `cancel` fires.
-///
-/// # Errors
-/// The server cannot be built or the HTTP server fails.
-pub async fn serve_http(
-    config: &EvalsConfig,
-    listener: tokio::net::TcpListener,
-    cancel: CancellationToken,
-) -> Result<(), ServeError> {
-    let server = EvalsServer::new(config)?;
-    let tools = Arc::clone(server.tools());
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_cancellation_token(cancel.child_token()),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    info!(?addr, "evals serving Streamable HTTP at /mcp");
-    with_probe(&tools, async move {
-        axum::serve(
-            // Replies go out in small writes (headers, then SSE events): without TCP_NODELAY the
-            // kernel holds each later write ~40 ms for the client's delayed ACK.
-            axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            }),
-            router,
-        )
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
-        .map_err(|e| ServeError::Transport(e.to_string()))
-    })
-    .await
 }
