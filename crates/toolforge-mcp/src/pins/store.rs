@@ -127,6 +127,33 @@ pub(crate) fn migrate(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Which fields of a kept row a write replaces.
+#[derive(Clone, Copy)]
+enum Write {
+    /// Every field ([`PinStore::put`]).
+    Whole,
+    /// The pending definition, its markers and the reason ([`PinStore::hold`]).
+    Pending,
+}
+
+/// Inserts a row; `?1`..`?8` are server, tool, approved, pending, reason, accepted, twins,
+/// pending markers.
+macro_rules! upsert {
+    ($set:literal) => {
+        concat!(
+            "INSERT INTO pins (server, tool, approved, pending, reason, accepted, twins, ",
+            "pending_markers) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ",
+            "ON CONFLICT(server, tool) DO UPDATE SET ",
+            $set
+        )
+    };
+}
+
+const PUT_SQL: &str = upsert!(
+    "approved = ?3, pending = ?4, reason = ?5, accepted = ?6, twins = ?7, pending_markers = ?8"
+);
+const HOLD_SQL: &str = upsert!("pending = ?4, reason = ?5, pending_markers = ?8");
+
 fn parse(text: Option<String>) -> Option<Value> {
     text.and_then(|t| serde_json::from_str(&t).ok())
 }
@@ -204,60 +231,42 @@ impl PinStore {
 
     /// Writes `row` whole: a tool offered, its pin as it is now and nothing pending.
     pub(crate) fn put(&self, row: &PinRow) -> Result<(), CacheError> {
-        match &self.backend {
-            Backend::Memory(m) => {
-                m.lock()
-                    .insert((row.server.clone(), row.tool.clone()), row.clone());
-                Ok(())
-            }
-            Backend::Sqlite(conn) => conn
-                .lock()
-                .execute(
-                    "INSERT INTO pins (server, tool, approved, pending, reason, accepted, twins,
-                         pending_markers)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT(server, tool) DO UPDATE
-                     SET approved = ?3, pending = ?4, reason = ?5, accepted = ?6, twins = ?7,
-                         pending_markers = ?8",
-                    rusqlite::params![
-                        row.server,
-                        row.tool,
-                        json_text(row.approved.as_ref()),
-                        json_text(row.pending.as_ref()),
-                        row.reason,
-                        list_text(&row.accepted),
-                        list_text(&row.twins),
-                        list_text(&row.pending_markers),
-                    ],
-                )
-                .map(|_| ())
-                .map_err(err),
-        }
+        self.write(row, Write::Whole)
     }
 
     /// Records `row`'s pending definition, its markers and reason. The approved definition,
     /// its accepted markers and the twins of a row already kept are left as they are (an
     /// approval another process made meanwhile stands); a new row is written whole.
     pub(crate) fn hold(&self, row: &PinRow) -> Result<(), CacheError> {
+        self.write(row, Write::Pending)
+    }
+
+    /// Inserts `row`, or updates the kept row's fields that `what` names.
+    fn write(&self, row: &PinRow, what: Write) -> Result<(), CacheError> {
         match &self.backend {
             Backend::Memory(m) => {
                 let mut m = m.lock();
-                let kept = m
-                    .entry((row.server.clone(), row.tool.clone()))
-                    .or_insert_with(|| row.clone());
-                kept.pending.clone_from(&row.pending);
-                kept.pending_markers.clone_from(&row.pending_markers);
-                kept.reason.clone_from(&row.reason);
+                let key = (row.server.clone(), row.tool.clone());
+                match what {
+                    Write::Whole => {
+                        m.insert(key, row.clone());
+                    }
+                    Write::Pending => {
+                        let kept = m.entry(key).or_insert_with(|| row.clone());
+                        kept.pending.clone_from(&row.pending);
+                        kept.pending_markers.clone_from(&row.pending_markers);
+                        kept.reason.clone_from(&row.reason);
+                    }
+                }
                 Ok(())
             }
             Backend::Sqlite(conn) => conn
                 .lock()
                 .execute(
-                    "INSERT INTO pins (server, tool, approved, pending, reason, accepted, twins,
-                         pending_markers)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT(server, tool) DO UPDATE
-                     SET pending = ?4, reason = ?5, pending_markers = ?8",
+                    match what {
+                        Write::Whole => PUT_SQL,
+                        Write::Pending => HOLD_SQL,
+                    },
                     rusqlite::params![
                         row.server,
                         row.tool,
