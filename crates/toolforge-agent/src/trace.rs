@@ -404,7 +404,7 @@ pub struct TraceSink {
     path: Option<PathBuf>,
     health: Arc<Health>,
     /// Emitted records, for live subscribers, and the most recent ones.
-    live: Arc<Live>,
+    live: Arc<Live<TraceRecord>>,
 }
 
 impl TraceSink {

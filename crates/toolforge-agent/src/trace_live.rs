@@ -14,8 +14,6 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
-use crate::trace::TraceRecord;
-
 /// Records the live broadcast keeps for its slowest subscriber; one further behind skips the
 /// oldest.
 pub const LIVE_CAPACITY: usize = 1024;
@@ -23,14 +21,15 @@ pub const LIVE_CAPACITY: usize = 1024;
 /// Records kept for a subscriber that arrives later, most recent last.
 pub const RECENT_CAPACITY: usize = 200;
 
-/// The broadcast and the recent records; shared by every clone of a sink.
+/// The broadcast and the recent records (of `T`, the trace's records); shared by every clone
+/// of a sink.
 #[derive(Debug)]
-pub(crate) struct Live {
-    sender: broadcast::Sender<Arc<TraceRecord>>,
-    recent: Mutex<VecDeque<Arc<TraceRecord>>>,
+pub(crate) struct Live<T> {
+    sender: broadcast::Sender<Arc<T>>,
+    recent: Mutex<VecDeque<Arc<T>>>,
 }
 
-impl Default for Live {
+impl<T> Default for Live<T> {
     fn default() -> Self {
         Self {
             sender: broadcast::channel(LIVE_CAPACITY).0,
@@ -39,10 +38,10 @@ impl Default for Live {
     }
 }
 
-impl Live {
+impl<T> Live<T> {
     /// Keeps `record` among the recent ones (the oldest goes past [`RECENT_CAPACITY`]) and
     /// sends it to the subscribers, if any.
-    pub(crate) fn publish(&self, record: &Arc<TraceRecord>) {
+    pub(crate) fn publish(&self, record: &Arc<T>) {
         let evicted = {
             let mut recent = self.recent.lock();
             let evicted = (recent.len() >= RECENT_CAPACITY)
@@ -59,14 +58,12 @@ impl Live {
     }
 
     /// Every record emitted from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<TraceRecord>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<T>> {
         self.sender.subscribe()
     }
 
     /// The kept records (oldest first), and every record emitted after them.
-    pub(crate) fn subscribe_with_recent(
-        &self,
-    ) -> (Vec<Arc<TraceRecord>>, broadcast::Receiver<Arc<TraceRecord>>) {
+    pub(crate) fn subscribe_with_recent(&self) -> (Vec<Arc<T>>, broadcast::Receiver<Arc<T>>) {
         let recent = self.recent.lock();
         let subscription = self.sender.subscribe();
         (recent.iter().cloned().collect(), subscription)

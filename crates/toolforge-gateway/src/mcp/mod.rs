@@ -332,7 +332,7 @@ impl Shared {
     /// free memory back to the operating system (the binary passes its allocator's). Without
     /// it, nothing is released. A second call keeps the first hook; returns whether this one
     /// took.
-    pub fn set_memory_release(&self, release: crate::ReleaseMemory) -> bool {
+    pub fn set_memory_release(&self, release: crate::free_memory::ReleaseMemory) -> bool {
         self.memory_release.set(release)
     }
 
