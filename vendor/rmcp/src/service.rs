@@ -171,6 +171,10 @@ pub trait ServiceRole: std::fmt::Debug + Send + Sync + 'static + Copy + Clone {
     type PeerInfo: TransferObject;
     #[doc(hidden)]
     fn configure_direct_peer(_peer: &Peer<Self>, _info: &Self::Info) {}
+    /// Marks `notification`, sent from the handler of the peer's request `originating`, as
+    /// that request's, so that a transport can deliver it on the request's own stream.
+    #[doc(hidden)]
+    fn mark_originating_notification(_notification: &mut Self::Not, _originating: RequestId) {}
     #[doc(hidden)]
     fn peer_cancelled_params(_notification: &Self::PeerNot) -> Option<&CancelledNotificationParam> {
         None
@@ -903,7 +907,10 @@ impl<R: ServiceRole> Peer<R> {
             rx,
         )
     }
-    pub async fn send_notification(&self, notification: R::Not) -> Result<(), ServiceError> {
+    pub async fn send_notification(&self, mut notification: R::Not) -> Result<(), ServiceError> {
+        if let Ok(originating) = ORIGINATING_REQUEST.try_with(|id| id.clone()) {
+            R::mark_originating_notification(&mut notification, originating);
+        }
         let (responder, receiver) = tokio::sync::oneshot::channel();
         self.tx
             .send(PeerSinkMessage::Notification {
