@@ -31,7 +31,7 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ElicitationAction, GetExtensions, Implementation, InputRequest, ListRootsRequest,
     ListRootsResult, LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam,
-    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext, ServiceError,
@@ -333,14 +333,37 @@ impl Relay {
     }
 
     /// The sessions with a call in flight on this backend (one peer each).
-    fn callers(&self) -> Vec<Peer<RoleServer>> {
-        let mut seen = std::collections::HashSet::new();
-        self.0
-            .in_flight
-            .lock()
-            .iter()
-            .filter(|f| !f.caller.peer.is_transport_closed() && seen.insert(f.caller.session))
-            .map(|f| f.caller.peer.clone())
+    /// Where a backend's log message goes: to the call whose request's stream it arrived on,
+    /// else to the latest call of each client session with calls in flight; each with the
+    /// client's request, so that the message rides that request's own stream.
+    fn log_targets(
+        &self,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Vec<(Peer<RoleServer>, RequestId)> {
+        let in_flight = self.0.in_flight.lock();
+        let live = || {
+            in_flight
+                .iter()
+                .filter(|f| !f.caller.peer.is_transport_closed())
+        };
+        if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
+            && let Some(f) = live().find(|f| f.outbound.as_ref() == Some(id))
+        {
+            return vec![(f.caller.peer.clone(), f.caller.request.clone())];
+        }
+        let mut latest: Vec<&InFlight> = Vec::new();
+        for f in live() {
+            match latest
+                .iter_mut()
+                .find(|l| l.caller.session == f.caller.session)
+            {
+                Some(l) => *l = f,
+                None => latest.push(f),
+            }
+        }
+        latest
+            .into_iter()
+            .map(|f| (f.caller.peer.clone(), f.caller.request.clone()))
             .collect()
     }
 
@@ -573,14 +596,20 @@ impl ClientHandler for Relay {
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
+        ctx: NotificationContext<RoleClient>,
     ) {
-        let callers = self.callers();
-        if callers.is_empty() {
+        let targets = self.log_targets(ctx.extensions.get::<InboundStreamOrigin>());
+        if targets.is_empty() {
             tracing::info!(server = %self.0.server, level = ?params.level, data = %params.data, "backend log");
         }
-        for peer in callers {
-            if let Err(e) = peer.notify_logging_message(params.clone()).await {
+        for (peer, request) in targets {
+            let mut message = ServerNotification::LoggingMessageNotification(
+                rmcp::model::Notification::new(params.clone()),
+            );
+            message
+                .extensions_mut()
+                .insert(OriginatingRequestId(request));
+            if let Err(e) = peer.send_notification(message).await {
                 tracing::debug!(server = %self.0.server, "log message not relayed: {e}");
             }
         }

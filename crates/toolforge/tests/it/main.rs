@@ -15,6 +15,7 @@ mod governance_policy;
 mod hardening;
 mod http_backend;
 mod inspector;
+mod notification_order;
 mod oauth;
 mod otel;
 mod overlaps;
