@@ -279,9 +279,25 @@ async fn typescript_sdk_with_a_handshake_era_backend_over_http_and_stdio() {
     }
 }
 
+/// The era bridge, 2026-07-28 backend to handshake-era client, with the newest TypeScript SDK
+/// in its default mode (it speaks the older revision, 2025-11-25): the pool, on its default
+/// `"auto"`, speaks 2026-07-28 to fastmcp, fastmcp answers `input_required` for its sampling and
+/// elicitation, and the gateway asks the client on its own call's stream.
 #[tokio::test]
 async fn typescript_sdk_with_a_2026_07_28_backend_over_http_and_stdio() {
-    let (http, stdio) = over_http_and_stdio(&config(Some("auto")), typescript_client).await;
+    let served = served(&config(None)).await;
+    let health = served.get("/health").await;
+    assert_eq!(
+        crate::server_state(&health, "fm")["protocol"],
+        "2026-07-28",
+        "{health}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (http, stdio) = tokio::join!(
+        typescript_client(vec![served.mcp()]),
+        typescript_client(stdio_target(dir.path(), &config(None)))
+    );
+    // The script sees the negotiated revision over HTTP only.
     assert_eq!(http["protocol"], "2025-11-25", "{http}");
     for out in [&http, &stdio] {
         assert_calls_reads_and_prompts(out);
