@@ -40,8 +40,8 @@ announced() {
   return 1
 }
 
-# gateway LABEL SERVER-JSON: starts a gateway in front of SERVER-JSON; prints its /mcp URL once
-# the upstream is ready.
+# gateway LABEL SERVER-JSON: starts a gateway in front of SERVER-JSON; sets `url` to its /mcp
+# URL once the upstream is ready. (Not run in a `$(...)` subshell, so its pid reaches `pids`.)
 gateway() {
   local label=$1 server=$2 addr
   printf '{"mcpServers": {"conformance": %s}}\n' "$server" >"$work/$label.json"
@@ -50,7 +50,7 @@ gateway() {
   addr=$(announced "$work/$label.log" "toolforge: serving http://" "${pids[-1]}") || return 1
   for _ in $(seq 1 150); do
     if curl -s --max-time 1 "http://$addr/health" | grep -q '"state": *"ready"'; then
-      echo "http://$addr/mcp"
+      url="http://$addr/mcp"
       return 0
     fi
     sleep 0.2
@@ -87,7 +87,8 @@ measure() {
 }
 
 status=0
-if url=$(gateway stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}"); then
+url=""
+if gateway stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}"; then
   measure stdio "$url"
 else
   status=1
@@ -95,7 +96,7 @@ fi
 "$bin" server conformance --port 0 >"$work/fixture.log" 2>&1 &
 pids+=($!)
 if faddr=$(announced "$work/fixture.log" "conformance fixture listening on http://" "${pids[-1]}") \
-  && url=$(gateway http "{\"type\": \"http\", \"url\": \"http://$faddr/mcp\"}"); then
+  && gateway http "{\"type\": \"http\", \"url\": \"http://$faddr/mcp\"}"; then
   measure http "$url"
 else
   status=1
