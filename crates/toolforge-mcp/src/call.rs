@@ -371,9 +371,6 @@ async fn attempt_call(
     };
     let answer = await_answer(up, handle, (deadline, cancel)).await?;
     cancel_guard.peer = None;
-    if ctx.progress.is_some() {
-        up.relay.settle_progress().await;
-    }
     drop(guard);
     call_result(up, answer)
 }

@@ -14,6 +14,11 @@ use toolforge_select::ToolId;
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default start-up (connect + initialize + first listing) timeout per server.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default wait for the answer to `"auto"`'s `server/discover` probe before falling back to
+/// `initialize`. A handshake-era server that answers the unknown method with an error falls back
+/// at once; this bounds the wait on one that drops it unanswered, on every (re)connection until
+/// its era is known. rmcp's own default is 10 s.
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The whole pool's configuration.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +52,9 @@ pub struct ServerConfig {
     pub start_timeout: Duration,
     /// Which protocol era to speak to it (`protocol`).
     pub protocol: Protocol,
+    /// How long `"auto"` waits for the `server/discover` probe's answer (`discoverTimeout`,
+    /// seconds).
+    pub discover_timeout: Duration,
     /// One connection for every client, or one per client session (`isolation`).
     pub isolation: Isolation,
     /// Every tool of the server may be sent again after a failure that may have reached it
@@ -262,6 +270,7 @@ const SERVER_KEYS: &[&str] = &[
     "startTimeout",
     "description",
     "protocol",
+    "discoverTimeout",
     "isolation",
     "retryable",
     "retryableTools",
@@ -434,6 +443,11 @@ fn parse_server(
             .get("startTimeout")
             .map_or(Ok(DEFAULT_START_TIMEOUT), |v| {
                 seconds(name, "startTimeout", v)
+            })?,
+        discover_timeout: obj
+            .get("discoverTimeout")
+            .map_or(Ok(DEFAULT_DISCOVER_TIMEOUT), |v| {
+                seconds(name, "discoverTimeout", v)
             })?,
         isolation: match obj.get("isolation").map(|v| v.as_str()) {
             None | Some(Some("shared")) => Isolation::Shared,
@@ -676,6 +690,10 @@ mod tests {
             (
                 json!({"mcpServers": {"a": {"command": "x", "timeout": -1}}}),
                 "\"timeout\"",
+            ),
+            (
+                json!({"mcpServers": {"a": {"command": "x", "discoverTimeout": "3"}}}),
+                "\"discoverTimeout\" must be a number of seconds",
             ),
             (
                 json!({"mcpServers": {"a__b": {"command": "x"}}}),

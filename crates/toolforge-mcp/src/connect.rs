@@ -11,7 +11,7 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::{ClientLifecycleMode, ClientLifecycleOptions, ClientServiceExt, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
 use crate::config::Transport;
@@ -59,10 +59,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                     }
                 });
             }
-            let served = up
-                .relay
-                .clone()
-                .serve_with_lifecycle(transport, lifecycle(up))
+            let served = serve(up, transport)
                 .await
                 .map_err(|e| format!("initialize failed: {}", init_error(e)));
             remember(up, served)
@@ -94,11 +91,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
                 }
                 None => StreamableHttpClientTransport::with_client(client, cfg),
             };
-            let served = up
-                .relay
-                .clone()
-                .serve_with_lifecycle(transport, lifecycle(up))
-                .await;
+            let served = serve(up, transport).await;
             match served {
                 Ok(client) => {
                     *up.refused.lock() = None;
@@ -134,6 +127,21 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             remember(up, served)
         }
     }
+}
+
+/// Starts `up`'s connection over `transport` in the era [`lifecycle`] picks.
+async fn serve<T, E, A>(
+    up: &Upstream,
+    transport: T,
+) -> Result<Client, rmcp::service::ClientInitializeError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    up.relay
+        .clone()
+        .serve_with_lifecycle_options(transport, lifecycle(up), lifecycle_options(up))
+        .await
 }
 
 /// A failed start for people (`/health`'s `last_error`): what went wrong and its causes, without
@@ -178,6 +186,12 @@ fn lifecycle(up: &Upstream) -> ClientLifecycleMode {
             legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
         },
     }
+}
+
+/// The probe's bound for `"auto"`: the server's `discoverTimeout`, not rmcp's 10 s, so that a
+/// handshake-era server that leaves `server/discover` unanswered is reached within it.
+fn lifecycle_options(up: &Upstream) -> ClientLifecycleOptions {
+    ClientLifecycleOptions::default().with_auto_discover_timeout(up.cfg.discover_timeout)
 }
 
 /// Records the era a connection was opened in (for `/health` and the next restart); a failed
@@ -243,4 +257,107 @@ fn backend_http_client(proxy: BackendProxy) -> Result<reqwest::Client, String> {
         BackendProxy::None => builder.no_proxy(),
     };
     builder.build().map_err(|e| format!("HTTP client: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::time::{Duration, Instant};
+
+    use super::{remember, serve};
+    use crate::relay::{ElicitationFallback, Relay};
+    use crate::upstream::{Era, Upstream};
+
+    /// A handshake-era server on the other end of `io` that leaves requests it does not know
+    /// (`server/discover`) unanswered, as some servers do, and answers `initialize`. Returns
+    /// when `initialize` arrived, on the test's clock.
+    async fn handshake_only(io: tokio::io::DuplexStream) -> Vec<(String, Instant)> {
+        let (read, mut write) = tokio::io::split(io);
+        let mut lines = BufReader::new(read).lines();
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let msg: Value = serde_json::from_str(&line).unwrap_or_default();
+            let method = msg["method"].as_str().unwrap_or_default().to_owned();
+            seen.push((method.clone(), Instant::now()));
+            if method == "initialize" {
+                let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                    "protocolVersion": msg["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "old", "version": "0"}}});
+                let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+            }
+            if method == "notifications/initialized" {
+                return seen;
+            }
+        }
+        seen
+    }
+
+    /// Connects an `"auto"` server configured with `entry`'s keys to [`handshake_only`] and
+    /// returns how long after the `server/discover` probe the client sent `initialize`, and the
+    /// era the pool remembered.
+    async fn fallback_wait(entry: Value) -> (Duration, Option<Era>) {
+        let mut entry = entry;
+        entry["command"] = json!("unused");
+        let text = json!({"mcpServers": {"old": entry}});
+        let cfg = crate::config::parse(&text.to_string(), &|_| None)
+            .expect("config")
+            .servers
+            .remove(0);
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let up = Arc::new(Upstream::new(
+            cfg,
+            Relay::new("old", events, ElicitationFallback::Decline),
+            None,
+        ));
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let server = tokio::spawn(handshake_only(theirs));
+        let (read, write) = tokio::io::split(ours);
+        let client = serve(&up, (read, write)).await.map_err(|e| e.to_string());
+        let client = remember(&up, client).expect("the client falls back to initialize");
+        let seen = server.await.expect("server");
+        let methods: Vec<&str> = seen.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            methods,
+            ["server/discover", "initialize", "notifications/initialized"]
+        );
+        let era = up.negotiated.read().as_ref().map(|(era, _)| *era);
+        let _ = client.cancel().await;
+        (seen[1].1 - seen[0].1, era)
+    }
+
+    /// `waited` is `timeout`, give or take the (paused) clock's steps between the timer firing
+    /// and the backend reading what it sent.
+    fn assert_about(waited: Duration, timeout: Duration) {
+        assert!(
+            waited >= timeout && waited < timeout + Duration::from_millis(100),
+            "initialize {waited:?} after the probe, not after its {timeout:?}"
+        );
+    }
+
+    // The clock is paused: it jumps to the next timer whenever every task waits, so each wait
+    // below is the probe's timeout exactly, however slow the machine.
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handshake_only_backend_is_reached_after_the_short_default_probe() {
+        let (waited, era) = fallback_wait(json!({})).await;
+        assert_about(waited, crate::config::DEFAULT_DISCOVER_TIMEOUT);
+        assert!(
+            waited < Duration::from_secs(10),
+            "rmcp's own 10 s: {waited:?}"
+        );
+        assert_eq!(era, Some(Era::Handshake));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn discover_timeout_sets_the_probes_bound() {
+        let (waited, era) = fallback_wait(json!({"discoverTimeout": 0.5})).await;
+        assert_about(waited, Duration::from_millis(500));
+        assert_eq!(era, Some(Era::Handshake));
+        let (waited, _) = fallback_wait(json!({"discoverTimeout": 12})).await;
+        assert_about(waited, Duration::from_secs(12));
+    }
 }

@@ -31,7 +31,7 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ElicitationAction, GetExtensions, Implementation, InputRequest, ListRootsRequest,
     ListRootsResult, LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam,
-    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerRequest,
+    ProgressToken, RequestId, ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext, ServiceError,
@@ -183,11 +183,10 @@ pub(crate) struct RelayState {
     next: AtomicU64,
     events: mpsc::UnboundedSender<PoolEvent>,
     fallback: ElicitationFallback,
-    /// Progress notifications being relayed right now (see [`Relay::settle_progress`]).
-    relaying: AtomicU64,
-    /// The last progress value relayed per token, and the lock that keeps check and send in
-    /// one order: rmcp hands each notification to a task of its own, so two of one call can
-    /// race; progress must increase (the spec's MUST), so a stale one is dropped.
+    /// The last progress value relayed per token: progress must increase (the spec's MUST),
+    /// so a backend's stale or repeated value is dropped. rmcp hands a connection's
+    /// notifications to this handler one at a time in arrival order, and the answer of a call
+    /// after them, so every one a backend sent before its answer is relayed before it.
     progress_sent: tokio::sync::Mutex<HashMap<String, f64>>,
 }
 
@@ -228,15 +227,6 @@ impl Drop for CallGuard {
     }
 }
 
-/// Counts one relayed progress notification as done when dropped.
-struct Relaying<'a>(&'a AtomicU64);
-
-impl Drop for Relaying<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 fn token_key(t: &ProgressToken) -> String {
     match &t.0 {
         NumberOrString::Number(n) => format!("n:{n}"),
@@ -258,7 +248,6 @@ impl Relay {
             next: AtomicU64::new(1),
             events,
             fallback,
-            relaying: AtomicU64::new(0),
             progress_sent: tokio::sync::Mutex::new(HashMap::new()),
         }))
     }
@@ -284,24 +273,6 @@ impl Relay {
             state: self.0.clone(),
             id,
             token: None,
-        }
-    }
-
-    /// Lets the progress a backend sent before its answer reach the caller before the answer
-    /// does. rmcp hands each notification to a task of its own but the answer straight to the
-    /// waiting call, so a call can finish while its last progress is still on the way; the
-    /// caller would then get it after the answer (on a closed stream), or not at all. This
-    /// yields to those tasks and waits, briefly and boundedly, until none is relaying.
-    pub(crate) async fn settle_progress(&self) {
-        for _ in 0..64 {
-            tokio::task::yield_now().await;
-            if self.0.relaying.load(Ordering::Acquire) == 0 {
-                // One more round for a task that was scheduled but has not started yet.
-                tokio::task::yield_now().await;
-                if self.0.relaying.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-            }
         }
     }
 
@@ -362,14 +333,37 @@ impl Relay {
     }
 
     /// The sessions with a call in flight on this backend (one peer each).
-    fn callers(&self) -> Vec<Peer<RoleServer>> {
-        let mut seen = std::collections::HashSet::new();
-        self.0
-            .in_flight
-            .lock()
-            .iter()
-            .filter(|f| !f.caller.peer.is_transport_closed() && seen.insert(f.caller.session))
-            .map(|f| f.caller.peer.clone())
+    /// Where a backend's log message goes: to the call whose request's stream it arrived on,
+    /// else to the latest call of each client session with calls in flight; each with the
+    /// client's request, so that the message rides that request's own stream.
+    fn log_targets(
+        &self,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Vec<(Peer<RoleServer>, RequestId)> {
+        let in_flight = self.0.in_flight.lock();
+        let live = || {
+            in_flight
+                .iter()
+                .filter(|f| !f.caller.peer.is_transport_closed())
+        };
+        if let Some(InboundStreamOrigin::OutboundRequest(id)) = origin
+            && let Some(f) = live().find(|f| f.outbound.as_ref() == Some(id))
+        {
+            return vec![(f.caller.peer.clone(), f.caller.request.clone())];
+        }
+        let mut latest: Vec<&InFlight> = Vec::new();
+        for f in live() {
+            match latest
+                .iter_mut()
+                .find(|l| l.caller.session == f.caller.session)
+            {
+                Some(l) => *l = f,
+                None => latest.push(f),
+            }
+        }
+        latest
+            .into_iter()
+            .map(|f| (f.caller.peer.clone(), f.caller.request.clone()))
             .collect()
     }
 
@@ -573,8 +567,6 @@ impl ClientHandler for Relay {
         params: ProgressNotificationParam,
         _ctx: NotificationContext<RoleClient>,
     ) {
-        self.0.relaying.fetch_add(1, Ordering::AcqRel);
-        let _done = Relaying(&self.0.relaying);
         let target = self
             .0
             .progress
@@ -585,7 +577,7 @@ impl ClientHandler for Relay {
             let key = token_key(&params.progress_token);
             let mut sent = self.0.progress_sent.lock().await;
             if sent.get(&key).is_some_and(|last| params.progress <= *last) {
-                tracing::debug!(server = %self.0.server, "stale progress dropped (overtaken)");
+                tracing::debug!(server = %self.0.server, "stale progress dropped (not increasing)");
                 return;
             }
             if sent.len() >= 4096 {
@@ -609,14 +601,20 @@ impl ClientHandler for Relay {
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
+        ctx: NotificationContext<RoleClient>,
     ) {
-        let callers = self.callers();
-        if callers.is_empty() {
+        let targets = self.log_targets(ctx.extensions.get::<InboundStreamOrigin>());
+        if targets.is_empty() {
             tracing::info!(server = %self.0.server, level = ?params.level, data = %params.data, "backend log");
         }
-        for peer in callers {
-            if let Err(e) = peer.notify_logging_message(params.clone()).await {
+        for (peer, request) in targets {
+            let mut message = ServerNotification::LoggingMessageNotification(
+                rmcp::model::Notification::new(params.clone()),
+            );
+            message
+                .extensions_mut()
+                .insert(OriginatingRequestId(request));
+            if let Err(e) = peer.send_notification(message).await {
                 tracing::debug!(server = %self.0.server, "log message not relayed: {e}");
             }
         }

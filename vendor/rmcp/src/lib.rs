@@ -18,8 +18,9 @@ pub use handler::server::ServerHandler;
 pub use handler::server::wrapper::Json;
 #[cfg(feature = "client")]
 pub use service::{
-    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, MAX_CLIENT_CACHE_TTL, RoleClient,
-    select_protocol_version, serve_client, serve_client_with_lifecycle,
+    ClientCacheConfig, ClientLifecycleMode, ClientLifecycleOptions, ClientServiceExt,
+    MAX_CLIENT_CACHE_TTL, RoleClient, select_protocol_version, serve_client,
+    serve_client_with_lifecycle, serve_client_with_lifecycle_options,
 };
 #[cfg(any(feature = "client", feature = "server"))]
 pub use service::{Peer, Service, ServiceError, ServiceExt};

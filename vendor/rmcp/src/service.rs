@@ -60,6 +60,7 @@ use crate::{
 };
 #[cfg(feature = "client")]
 mod client;
+mod delivery;
 #[cfg(feature = "client")]
 pub use client::*;
 #[cfg(feature = "server")]
@@ -170,6 +171,10 @@ pub trait ServiceRole: std::fmt::Debug + Send + Sync + 'static + Copy + Clone {
     type PeerInfo: TransferObject;
     #[doc(hidden)]
     fn configure_direct_peer(_peer: &Peer<Self>, _info: &Self::Info) {}
+    /// Marks `notification`, sent from the handler of the peer's request `originating`, as
+    /// that request's, so that a transport can deliver it on the request's own stream.
+    #[doc(hidden)]
+    fn mark_originating_notification(_notification: &mut Self::Not, _originating: RequestId) {}
     #[doc(hidden)]
     fn peer_cancelled_params(_notification: &Self::PeerNot) -> Option<&CancelledNotificationParam> {
         None
@@ -584,6 +589,9 @@ type Responder<T> = tokio::sync::oneshot::Sender<T>;
 struct PendingResponse<T> {
     responder: Responder<T>,
     is_subscription: bool,
+    /// Sent by a notification handler of the connection: its response does not wait behind
+    /// that handler.
+    sent_by: Option<delivery::SentByNotificationHandler>,
 }
 type ProgressTimeoutWatchers = Arc<tokio::sync::RwLock<HashMap<ProgressToken, mpsc::Sender<()>>>>;
 type SubscriptionChannel<N> = (mpsc::Sender<N>, usize);
@@ -899,7 +907,10 @@ impl<R: ServiceRole> Peer<R> {
             rx,
         )
     }
-    pub async fn send_notification(&self, notification: R::Not) -> Result<(), ServiceError> {
+    pub async fn send_notification(&self, mut notification: R::Not) -> Result<(), ServiceError> {
+        if let Ok(originating) = ORIGINATING_REQUEST.try_with(|id| id.clone()) {
+            R::mark_originating_notification(&mut notification, originating);
+        }
         let (responder, receiver) = tokio::sync::oneshot::channel();
         self.tx
             .send(PeerSinkMessage::Notification {
@@ -979,6 +990,9 @@ impl<R: ServiceRole> Peer<R> {
             request
                 .extensions_mut()
                 .insert(OriginatingRequestId(originating));
+        }
+        if let Some(sent_by) = delivery::sent_by_notification_handler() {
+            request.extensions_mut().insert(sent_by);
         }
         let id = self.request_id_provider.next_request_id();
         let progress_token = self.progress_token_provider.next_progress_token();
@@ -1434,29 +1448,6 @@ where
     tokio::spawn(future)
 }
 
-/// The longest a response waits for the notification handlers before it: a handler that
-/// itself waits for a response on this connection must not stall it for good.
-const NOTIFICATIONS_FIRST_WAIT: Duration = Duration::from_secs(1);
-
-/// Hands `result` to its caller once the notification handlers that were running or queued
-/// when it arrived have finished (at once when none were), or after
-/// [`NOTIFICATIONS_FIRST_WAIT`].
-fn respond_after_notifications<T: MaybeSend + 'static>(
-    notifications_in_flight: &Arc<tokio::sync::RwLock<()>>,
-    responder: tokio::sync::oneshot::Sender<T>,
-    result: T,
-) {
-    if let Ok(_idle) = notifications_in_flight.clone().try_write_owned() {
-        let _ = responder.send(result);
-        return;
-    }
-    let lock = notifications_in_flight.clone();
-    spawn_service_task(async move {
-        let _after = tokio::time::timeout(NOTIFICATIONS_FIRST_WAIT, lock.write_owned()).await;
-        let _ = responder.send(result);
-    });
-}
-
 #[cfg(feature = "local")]
 fn spawn_service_task<F>(future: F) -> tokio::task::JoinHandle<F::Output>
 where
@@ -1464,6 +1455,20 @@ where
     F::Output: 'static,
 {
     tokio::task::spawn_local(future)
+}
+
+/// Hands a peer's response to its caller: in a client, after the notifications before it.
+fn respond<R: ServiceRole>(
+    ordered: &mut Option<delivery::OrderedDelivery<R>>,
+    pending: PendingResponse<Result<R::PeerResp, ServiceError>>,
+    result: Result<R::PeerResp, ServiceError>,
+) {
+    match ordered {
+        Some(ordered) => ordered.respond(pending.responder, result, pending.sent_by),
+        None => {
+            let _ = pending.responder.send(result);
+        }
+    }
 }
 
 /// Run the service loop over `transport`.
@@ -1500,11 +1505,10 @@ where
     let mut local_responder_pool =
         HashMap::<RequestId, PendingResponse<Result<R::PeerResp, ServiceError>>>::new();
     let mut local_ct_pool = HashMap::<RequestId, CancellationToken>::new();
-    // A client's notification handlers hold this (shared) while they run, and a response is
-    // handed to its caller under it exclusively, so a caller sees the notifications its peer
-    // sent before the response (a tool's log messages, its progress) handled first.
-    let notifications_in_flight = Arc::new(tokio::sync::RwLock::new(()));
     let shared_service = Arc::new(service);
+    // A client handles its peer's notifications in arrival order, and hands a response to its
+    // caller after the notifications before it (a tool's log messages, its progress).
+    let mut ordered = R::IS_CLIENT.then(|| delivery::OrderedDelivery::start(shared_service.clone()));
     // for return
     let service = shared_service.clone();
 
@@ -1545,10 +1549,14 @@ where
             ToSink(TxJsonRpcMessage<R>),
             SendTaskResult(SendTaskResult),
             ResponseSent,
+            /// Room in the delivery queue for the message it held.
+            DeliveryRoom(Option<delivery::Room<R>>),
         }
 
         let quit_reason = loop {
-            let evt = if let Some(m) = batch_messages.pop_front() {
+            // While the delivery queue is full, nothing more is read from the peer.
+            let holding = ordered.as_ref().is_some_and(delivery::OrderedDelivery::holding);
+            let evt = if let Some(m) = (!holding).then(|| batch_messages.pop_front()).flatten() {
                 Event::PeerMessage(m)
             } else {
                 tokio::select! {
@@ -1559,7 +1567,12 @@ where
                             continue
                         }
                     }
-                    m = transport.receive() => {
+                    room = delivery::room(
+                        ordered.as_ref().and_then(delivery::OrderedDelivery::queue_while_holding)
+                    ), if holding => {
+                        Event::DeliveryRoom(room)
+                    }
+                    m = transport.receive(), if !holding => {
                         if let Some(m) = m {
                             Event::PeerMessage(m)
                         } else {
@@ -1617,6 +1630,11 @@ where
                             }
                 }
                 Event::ResponseSent => {}
+                Event::DeliveryRoom(room) => {
+                    if let Some(ordered) = ordered.as_mut() {
+                        ordered.queue_held(room);
+                    }
+                }
                 // response and error
                 Event::ToSink(m) => {
                     if let Some(id) = match &m {
@@ -1646,6 +1664,10 @@ where
                     local_responder_pool.insert(id.clone(), PendingResponse {
                         responder,
                         is_subscription: R::is_subscription_request(&request),
+                        sent_by: request
+                            .extensions()
+                            .get::<delivery::SentByNotificationHandler>()
+                            .copied(),
                     });
                     let send = transport.send(JsonRpcMessage::request(request, id.clone()));
                     {
@@ -1664,6 +1686,7 @@ where
                     local_responder_pool.insert(id, PendingResponse {
                         responder,
                         is_subscription: false,
+                        sent_by: None,
                     });
                     let _ = registered.send(());
                 }
@@ -1837,7 +1860,6 @@ where
                         peer.notify_progress_timeout_watcher(progress_token).await;
                     }
                     {
-                        let service = shared_service.clone();
                         let mut extensions = Extensions::new();
                         let mut meta = NotificationMetaObject::new();
                         // avoid clone
@@ -1849,17 +1871,16 @@ where
                             extensions,
                         };
                         let current_span = tracing::Span::current();
-                        // Taken here, in arrival order; when a response waits for the lock,
-                        // this notification came after it and waits in turn.
-                        let held = R::IS_CLIENT
-                            .then(|| notifications_in_flight.clone().try_read_owned().ok());
-                        let lock = notifications_in_flight.clone();
+                        if let Some(ordered) = ordered.as_mut() {
+                            ordered.push(delivery::Delivery::Notification {
+                                notification,
+                                context,
+                                span: current_span,
+                            });
+                            continue;
+                        }
+                        let service = shared_service.clone();
                         spawn_service_task(async move {
-                            let _in_flight = match held {
-                                Some(Some(guard)) => Some(guard),
-                                Some(None) => Some(lock.read_owned().await),
-                                None => None,
-                            };
                             let result = service.handle_notification(notification, context).await;
                             if let Err(error) = result {
                                 tracing::warn!(%error, "Error sending notification");
@@ -1875,11 +1896,7 @@ where
                     if let Some(responder) =
                         remove_pending_request(&mut local_responder_pool, &id)
                     {
-                        respond_after_notifications(
-                            &notifications_in_flight,
-                            responder.responder,
-                            Ok(result),
-                        );
+                        respond(&mut ordered, responder, Ok(result));
                     }
                 }
                 Event::PeerMessage(JsonRpcMessage::Error(JsonRpcError { error, id, .. })) => {
@@ -1897,11 +1914,7 @@ where
                         } else {
                             ServiceError::McpError(error)
                         };
-                        respond_after_notifications(
-                            &notifications_in_flight,
-                            responder.responder,
-                            Err(service_error),
-                        );
+                        respond(&mut ordered, responder, Err(service_error));
                     }
                 }
             }

@@ -1,5 +1,7 @@
 #![cfg(all(feature = "client", feature = "server", not(feature = "local")))]
 
+use std::time::Duration;
+
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, ServerHandler, ServiceExt,
     model::{
@@ -851,4 +853,99 @@ async fn discover_startup_retries_current_version_once_when_server_reports_it_su
         .expect("discover client should retry once");
     client.cancel().await.expect("cancel client");
     server_task.await.expect("server task");
+}
+
+/// Serves an `Auto` client against a server that never answers `server/discover` (it drops the
+/// probe, as some servers drop requests they do not know) and answers `initialize`; returns how
+/// long the client waited before it sent `initialize`.
+async fn auto_wait_on_a_silent_discover(options: Option<rmcp::ClientLifecycleOptions>) -> Duration {
+    let (server_transport, client_transport) = tokio::io::duplex(4096);
+    let mut server = IntoTransport::<rmcp::RoleServer, _, _>::into_transport(server_transport);
+    let started = tokio::time::Instant::now();
+    let server_task = tokio::spawn(async move {
+        let ClientJsonRpcMessage::Request(discover) =
+            server.receive().await.expect("expected discover request")
+        else {
+            panic!("expected discover request");
+        };
+        assert!(matches!(
+            discover.request,
+            ClientRequest::DiscoverRequest(_)
+        ));
+        let ClientJsonRpcMessage::Request(initialize) =
+            server.receive().await.expect("expected initialize request")
+        else {
+            panic!("expected initialize request");
+        };
+        let waited = started.elapsed();
+        assert!(matches!(
+            initialize.request,
+            ClientRequest::InitializeRequest(_)
+        ));
+        server
+            .send(ServerJsonRpcMessage::response(
+                ServerResult::InitializeResult(
+                    InitializeResult::new(ServerCapabilities::default()),
+                ),
+                initialize.id,
+            ))
+            .await
+            .expect("send initialize response");
+        assert!(matches!(
+            server.receive().await,
+            Some(ClientJsonRpcMessage::Notification(_))
+        ));
+        waited
+    });
+
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let client = match options {
+        Some(options) => {
+            DiscoverClient
+                .serve_with_lifecycle_options(client_transport, lifecycle, options)
+                .await
+        }
+        None => {
+            DiscoverClient
+                .serve_with_lifecycle(client_transport, lifecycle)
+                .await
+        }
+    }
+    .expect("auto client should fall back after the discover timeout");
+    client.cancel().await.expect("cancel client");
+    server_task.await.expect("server task")
+}
+
+// The clock is paused: it jumps to the next timer whenever every task waits, so the waits below
+// are the client's timeouts exactly, however slow the machine.
+
+#[tokio::test(start_paused = true)]
+async fn auto_falls_back_after_the_discover_timeout_it_is_given() {
+    let timeout = Duration::from_secs(2);
+    let options = rmcp::ClientLifecycleOptions::default().with_auto_discover_timeout(timeout);
+    let waited = auto_wait_on_a_silent_discover(Some(options)).await;
+    assert!(
+        waited >= timeout,
+        "fell back after {waited:?}, before {timeout:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "waited {waited:?}: the default timeout, not the one given"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_waits_ten_seconds_for_discover_by_default() {
+    assert_eq!(
+        rmcp::ClientLifecycleOptions::default().auto_discover_timeout,
+        Duration::from_secs(10)
+    );
+    let waited = auto_wait_on_a_silent_discover(None).await;
+    assert!(
+        waited >= Duration::from_secs(10),
+        "fell back after {waited:?}"
+    );
 }

@@ -17,6 +17,7 @@ mod hardening;
 mod http_backend;
 mod inspector;
 mod legacy_sse;
+mod notification_order;
 mod oauth;
 mod otel;
 mod overlaps;

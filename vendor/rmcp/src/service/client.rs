@@ -744,7 +744,8 @@ pub enum ClientLifecycleMode {
         preferred_versions: Vec<ProtocolVersion>,
     },
     /// Probe with `server/discover`, falling back when the peer reports that it is legacy or does
-    /// not respond within 10 seconds.
+    /// not respond within [`ClientLifecycleOptions::auto_discover_timeout`] (10 seconds unless
+    /// set).
     Auto {
         preferred_versions: Vec<ProtocolVersion>,
         legacy_version: Option<ProtocolVersion>,
@@ -752,6 +753,42 @@ pub enum ClientLifecycleMode {
 }
 
 const DEFAULT_AUTO_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a client's lifecycle is established, beyond its [`ClientLifecycleMode`].
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rmcp::ClientLifecycleOptions;
+/// let options = ClientLifecycleOptions::default()
+///     .with_auto_discover_timeout(Duration::from_secs(2));
+/// assert_eq!(options.auto_discover_timeout, Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientLifecycleOptions {
+    /// How long [`ClientLifecycleMode::Auto`] waits for the answer to its `server/discover`
+    /// probe before it falls back to `initialize`: a server that drops requests it does not
+    /// know, instead of answering them with an error, costs each connection this long.
+    /// Default: 10 seconds.
+    pub auto_discover_timeout: Duration,
+}
+
+impl Default for ClientLifecycleOptions {
+    fn default() -> Self {
+        Self {
+            auto_discover_timeout: DEFAULT_AUTO_DISCOVER_TIMEOUT,
+        }
+    }
+}
+
+impl ClientLifecycleOptions {
+    /// Sets [`auto_discover_timeout`](Self::auto_discover_timeout).
+    #[must_use]
+    pub fn with_auto_discover_timeout(mut self, timeout: Duration) -> Self {
+        self.auto_discover_timeout = timeout;
+        self
+    }
+}
 
 /// Client-specific lifecycle entry points.
 pub trait ClientServiceExt: Service<RoleClient> + Sized {
@@ -766,6 +803,21 @@ pub trait ClientServiceExt: Service<RoleClient> + Sized {
         E: std::error::Error + Send + Sync + 'static,
     {
         serve_client_with_lifecycle(self, transport, lifecycle)
+    }
+
+    /// [`serve_with_lifecycle`](Self::serve_with_lifecycle) with `options`.
+    fn serve_with_lifecycle_options<T, E, A>(
+        self,
+        transport: T,
+        lifecycle: ClientLifecycleMode,
+        options: ClientLifecycleOptions,
+    ) -> impl Future<Output = Result<RunningService<RoleClient, Self>, ClientInitializeError>>
+    + MaybeSendFuture
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        serve_client_with_lifecycle_options(self, transport, lifecycle, options, Default::default())
     }
 }
 
@@ -843,13 +895,37 @@ where
     T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    serve_client_with_lifecycle_options(
+        service,
+        transport,
+        lifecycle,
+        ClientLifecycleOptions::default(),
+        ct,
+    )
+    .await
+}
+
+/// Establishes the client's lifecycle in `lifecycle`'s mode with `options`, then serves it until
+/// `ct` is cancelled.
+pub async fn serve_client_with_lifecycle_options<S, T, E, A>(
+    service: S,
+    transport: T,
+    lifecycle: ClientLifecycleMode,
+    options: ClientLifecycleOptions,
+    ct: CancellationToken,
+) -> Result<RunningService<RoleClient, S>, ClientInitializeError>
+where
+    S: Service<RoleClient>,
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     tokio::select! {
         result = serve_client_with_ct_inner(
             service,
             transport.into_transport(),
             lifecycle,
             ct.clone(),
-            DEFAULT_AUTO_DISCOVER_TIMEOUT,
+            options.auto_discover_timeout,
         ) => { result }
         _ = ct.cancelled() => {
             Err(ClientInitializeError::Cancelled)

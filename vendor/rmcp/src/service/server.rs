@@ -51,6 +51,14 @@ impl ServiceRole for RoleServer {
         }
     }
 
+    fn mark_originating_notification(notification: &mut Self::Not, originating: RequestId) {
+        use crate::model::GetExtensions;
+        let extensions = notification.extensions_mut();
+        if extensions.get::<crate::service::OriginatingRequestId>().is_none() {
+            extensions.insert(crate::service::OriginatingRequestId(originating));
+        }
+    }
+
     fn enforce_outbound_request(peer: &Peer<Self>) -> Result<(), ServiceError> {
         // Same order as `RequestContext::protocol_version`: the version the
         // current request names wins. Outside a handler, fall back to the version

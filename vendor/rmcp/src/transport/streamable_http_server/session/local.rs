@@ -666,7 +666,25 @@ impl LocalSessionWorker {
                     OutboundChannel::Common
                 }
             }
-            ServerJsonRpcMessage::Notification(_) => OutboundChannel::Common,
+            // A notification sent from a request's handler (a tool's log message) rides that
+            // request's stream while it is open, in order with the request's answer.
+            ServerJsonRpcMessage::Notification(notification) => {
+                use crate::model::GetExtensions;
+                let originating = notification
+                    .notification
+                    .extensions()
+                    .get::<crate::service::OriginatingRequestId>();
+                match originating.and_then(|originating| {
+                    self.resource_router
+                        .get(&ResourceKey::McpRequestId(originating.0.clone()))
+                }) {
+                    Some(id) => OutboundChannel::RequestWise {
+                        id: *id,
+                        close: false,
+                    },
+                    None => OutboundChannel::Common,
+                }
+            }
             ServerJsonRpcMessage::Response(json_rpc_response) => {
                 if let Some(id) = self
                     .resource_router
