@@ -134,6 +134,46 @@ pub struct TraceRecord {
     pub search: Option<SearchRecord>,
 }
 
+impl TraceRecord {
+    /// A record of `kind` for `session_id`'s `step`, written now in the current schema, with
+    /// nothing else known yet: no server, tool or cost, not executed, not successful, the
+    /// first attempt, principal `anonymous`. Callers fill in what they know with struct update
+    /// syntax (`TraceRecord { tool, ..TraceRecord::new(kind, session, step) }`).
+    #[must_use]
+    pub fn new(kind: RecordKind, session_id: impl Into<String>, step: u32) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION.to_owned(),
+            kind,
+            timestamp: timestamp_now(),
+            session_id: session_id.into(),
+            step,
+            server: None,
+            tool: String::new(),
+            arguments_hash: String::new(),
+            arguments: None,
+            latency_ms: 0.0,
+            success: false,
+            executed: false,
+            dry_run: false,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost_usd: 0.0,
+            selection_rule: None,
+            alternatives: Vec::new(),
+            attempt: 1,
+            retries: 0,
+            retry_reason: None,
+            error: None,
+            corrective_retry: false,
+            principal: anonymous(),
+            policy: None,
+            decision: None,
+            prev_hash: None,
+            search: None,
+        }
+    }
+}
+
 /// The principal of a caller without identity.
 pub use toolforge_policy::ANONYMOUS;
 

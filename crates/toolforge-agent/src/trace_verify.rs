@@ -172,38 +172,20 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, TraceSink, line_hash};
+    use crate::trace::{RecordKind, TraceRecord, TraceSink, line_hash};
 
     fn record(step: u32) -> TraceRecord {
         TraceRecord {
-            schema_version: SCHEMA_VERSION.to_owned(),
-            kind: RecordKind::ToolCall,
             timestamp: "2026-05-14T09:15:04.382Z".to_owned(),
-            session_id: "s".to_owned(),
-            step,
             server: Some("srv".into()),
             tool: "t".into(),
             arguments_hash: "00".into(),
-            arguments: None,
             latency_ms: 1.0,
             success: true,
             executed: true,
-            dry_run: false,
-            tokens_in: 0,
-            tokens_out: 0,
             cost_usd: 0.25,
-            selection_rule: None,
-            alternatives: Vec::new(),
-            attempt: 1,
-            retries: 0,
-            retry_reason: None,
-            error: None,
-            corrective_retry: false,
-            principal: ANONYMOUS.to_owned(),
-            policy: None,
             decision: Some("allow".into()),
-            prev_hash: None,
-            search: None,
+            ..TraceRecord::new(RecordKind::ToolCall, "s", step)
         }
     }
 

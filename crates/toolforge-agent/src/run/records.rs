@@ -7,9 +7,7 @@ use toolforge_llm::ModelResponse;
 
 use super::result::{SearchStep, short};
 use super::{Agent, RunRequest, Step};
-use crate::trace::{
-    RecordKind, SCHEMA_VERSION, SearchRecord, TraceRecord, arguments_hash, timestamp_now,
-};
+use crate::trace::{RecordKind, SearchRecord, TraceRecord, arguments_hash};
 
 /// Longest search query a trace record keeps, in characters.
 const TRACED_QUERY_CHARS: usize = 256;
@@ -35,34 +33,13 @@ impl Agent {
         request: &RunRequest,
     ) -> TraceRecord {
         TraceRecord {
-            schema_version: SCHEMA_VERSION.to_owned(),
-            kind: RecordKind::ModelCall,
-            timestamp: timestamp_now(),
-            session_id: session_id.to_owned(),
-            step,
-            server: None,
-            tool: String::new(),
-            arguments_hash: String::new(),
-            arguments: None,
-            latency_ms: 0.0,
             success: true,
-            executed: false,
             dry_run: request.dry_run,
             tokens_in: response.usage.total_input(),
             tokens_out: response.usage.output_tokens,
             cost_usd: trace_cost(cost),
-            selection_rule: None,
-            alternatives: Vec::new(),
-            attempt: 1,
-            retries: 0,
-            retry_reason: None,
-            error: None,
-            corrective_retry: false,
             principal: request.principal.to_string(),
-            policy: None,
-            decision: None,
-            prev_hash: None,
-            search: None,
+            ..TraceRecord::new(RecordKind::ModelCall, session_id, step)
         }
     }
 
@@ -74,11 +51,6 @@ impl Agent {
     ) -> TraceRecord {
         let attempt = step.attempts.max(1);
         TraceRecord {
-            schema_version: SCHEMA_VERSION.to_owned(),
-            kind: RecordKind::ToolCall,
-            timestamp: timestamp_now(),
-            session_id: session_id.to_owned(),
-            step: step.step,
             server: step.server.clone(),
             tool: step
                 .server_tool
@@ -107,9 +79,7 @@ impl Agent {
             corrective_retry: step.corrective_retry,
             principal: principal.to_string(),
             policy: step.policy.clone(),
-            decision: None,
-            prev_hash: None,
-            search: None,
+            ..TraceRecord::new(RecordKind::ToolCall, session_id, step.step)
         }
     }
 }
@@ -132,33 +102,16 @@ impl Agent {
         let mut query = short(&search.query, TRACED_QUERY_CHARS);
         toolforge_guard::redact_string(&mut query);
         TraceRecord {
-            schema_version: SCHEMA_VERSION.to_owned(),
-            kind: RecordKind::ToolSearch,
-            timestamp: timestamp_now(),
-            session_id: session_id.to_owned(),
-            step: search.step,
-            server: None,
             tool: tool.to_owned(),
             arguments_hash: arguments_hash(input),
             arguments: self.config.trace_verbose.then(|| input.clone()),
-            latency_ms: 0.0,
             success: search.error.is_none(),
-            executed: false,
             dry_run: request.dry_run,
             tokens_in: search.tokens_in,
             tokens_out: search.tokens_out,
             cost_usd: trace_cost(search.cost_usd),
-            selection_rule: None,
-            alternatives: Vec::new(),
-            attempt: 1,
-            retries: 0,
-            retry_reason: None,
             error: search.error.clone(),
-            corrective_retry: false,
             principal: request.principal.to_string(),
-            policy: None,
-            decision: None,
-            prev_hash: None,
             search: Some(SearchRecord {
                 by: search.by,
                 query,
@@ -166,6 +119,7 @@ impl Agent {
                 found,
                 added,
             }),
+            ..TraceRecord::new(RecordKind::ToolSearch, session_id, search.step)
         }
     }
 }

@@ -90,34 +90,16 @@ impl Target for SmallDisk {
 
 fn record(session: &str) -> TraceRecord {
     TraceRecord {
-        schema_version: SCHEMA_VERSION.to_owned(),
-        kind: RecordKind::ToolCall,
-        timestamp: timestamp_now(),
-        session_id: session.to_owned(),
-        step: 1,
         server: Some("s".into()),
         tool: "t".into(),
         arguments_hash: arguments_hash(&json!({})),
-        arguments: None,
         latency_ms: 1.0,
         success: true,
         executed: true,
-        dry_run: false,
         tokens_in: 10,
         tokens_out: 2,
         cost_usd: 0.000_06,
-        selection_rule: None,
-        alternatives: Vec::new(),
-        attempt: 1,
-        retries: 0,
-        retry_reason: None,
-        error: None,
-        corrective_retry: false,
-        principal: ANONYMOUS.to_owned(),
-        policy: None,
-        decision: None,
-        prev_hash: None,
-        search: None,
+        ..TraceRecord::new(RecordKind::ToolCall, session, 1)
     }
 }
 
@@ -352,4 +334,15 @@ fn timestamp_has_millis_and_z() {
     let t = timestamp_now();
     assert_eq!(t.len(), 24, "{t}");
     assert!(t.ends_with('Z') && t.as_bytes()[19] == b'.');
+}
+
+#[test]
+fn a_new_record_is_in_the_current_schema_and_reads_back_as_written() {
+    let record = TraceRecord::new(RecordKind::ModelCall, "s", 3);
+    assert_eq!(record.schema_version, SCHEMA_VERSION);
+    assert_eq!((record.attempt, record.retries), (1, 0));
+    assert_eq!(record.principal, ANONYMOUS);
+    assert!(!record.executed && !record.success && record.decision.is_none());
+    let line = serde_json::to_string(&record).unwrap();
+    assert_eq!(serde_json::from_str::<TraceRecord>(&line).unwrap(), record);
 }

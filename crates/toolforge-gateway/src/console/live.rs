@@ -150,33 +150,16 @@ mod tests {
     fn record(session: &str, server: Option<&str>, tool: &str, rule: Option<&str>) -> TraceRecord {
         TraceRecord {
             schema_version: "1".into(),
-            kind: toolforge_agent::RecordKind::ToolCall,
             timestamp: "2026-05-14T09:15:04.382Z".into(),
-            session_id: session.into(),
-            step: 1,
             server: server.map(str::to_owned),
             tool: tool.into(),
-            arguments_hash: String::new(),
-            arguments: None,
             latency_ms: 1.0,
             success: true,
             executed: true,
-            dry_run: false,
             tokens_in: 1,
             tokens_out: 1,
-            cost_usd: 0.0,
             selection_rule: rule.map(str::to_owned),
-            alternatives: Vec::new(),
-            attempt: 1,
-            retries: 0,
-            retry_reason: None,
-            error: None,
-            corrective_retry: false,
-            principal: "anonymous".to_owned(),
-            policy: None,
-            decision: None,
-            prev_hash: None,
-            search: None,
+            ..TraceRecord::new(toolforge_agent::RecordKind::ToolCall, session, 1)
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use rmcp::ErrorData as McpError;
 use rmcp::model::CallToolResponse;
 use toolforge_agent::trace::decision::Decision;
-use toolforge_agent::trace::{ANONYMOUS, RecordKind, SCHEMA_VERSION, TraceRecord, timestamp_now};
+use toolforge_agent::trace::{ANONYMOUS, RecordKind, TraceRecord};
 
 /// What a call came to, filled in as it goes.
 #[derive(Debug, Default)]
@@ -70,29 +70,18 @@ pub(super) fn record(
     let decision = decision.map(|d| d.to_string());
     let success = matches!(outcome, Ok(CallToolResponse::Complete(r)) if r.is_error != Some(true));
     TraceRecord {
-        schema_version: SCHEMA_VERSION.to_owned(),
-        kind: RecordKind::ToolCall,
-        timestamp: timestamp_now(),
-        session_id: format!("mcp-{session}"),
-        step,
         server: trail.server,
         tool: trail.tool.unwrap_or_else(|| name.to_owned()),
         arguments_hash,
-        arguments: None,
         latency_ms: (started.elapsed().as_secs_f64() * 10_000.0).round() / 10.0,
         success,
         executed: trail.executed,
-        dry_run: false,
-        tokens_in: 0,
-        tokens_out: 0,
-        cost_usd: 0.0,
         selection_rule: trail.rule,
         alternatives: trail.alternatives,
         attempt,
         retries: attempt - 1,
         retry_reason: trail.retry_reason,
         error,
-        corrective_retry: false,
         principal: if trail.principal.is_empty() {
             ANONYMOUS.to_owned()
         } else {
@@ -100,7 +89,6 @@ pub(super) fn record(
         },
         policy: trail.policy,
         decision,
-        prev_hash: None,
-        search: None,
+        ..TraceRecord::new(RecordKind::ToolCall, format!("mcp-{session}"), step)
     }
 }

@@ -427,34 +427,18 @@ mod tests {
 
     fn record(timestamp: &str, session: &str) -> TraceRecord {
         TraceRecord {
-            schema_version: toolforge_agent::trace::SCHEMA_VERSION.to_owned(),
-            kind: RecordKind::ToolCall,
             timestamp: timestamp.to_owned(),
-            session_id: session.to_owned(),
-            step: 1,
             server: Some("toolkit".to_owned()),
             tool: "echo".to_owned(),
             arguments_hash: "0123456789abcdef".to_owned(),
-            arguments: None,
             latency_ms: 12.5,
             success: true,
             executed: true,
-            dry_run: false,
             tokens_in: 100,
             tokens_out: 10,
             cost_usd: 0.001,
             selection_rule: Some("only_candidate".to_owned()),
-            alternatives: Vec::new(),
-            attempt: 1,
-            retries: 0,
-            retry_reason: None,
-            error: None,
-            corrective_retry: false,
-            principal: "anonymous".to_owned(),
-            policy: None,
-            decision: None,
-            prev_hash: None,
-            search: None,
+            ..TraceRecord::new(RecordKind::ToolCall, session, 1)
         }
     }
 
