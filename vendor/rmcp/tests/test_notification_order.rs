@@ -2,6 +2,8 @@
 //! are handled: a tool's last log message, sent with its result in one write, has been seen by
 //! the client's handler when the call returns.
 #![cfg(not(feature = "local"))]
+// Log messages (deprecated by SEP-2577) are the notifications a tool sends most.
+#![allow(deprecated)]
 
 use std::sync::{Arc, Mutex};
 

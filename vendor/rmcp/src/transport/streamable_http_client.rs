@@ -2930,6 +2930,7 @@ mod tests {
 mod drain_tests {
     use super::*;
     use crate::model::{ListToolsResult, Tool};
+    use crate::transport::worker::WorkerContext;
 
     /// A `tools/list` answer left in the queue when its stream ended goes through the header
     /// cache on its way to the handler, as one taken from the stream does.
