@@ -65,14 +65,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             remember(up, served)
         }
         Transport::Http { url, headers } => {
-            let mut map = HashMap::new();
-            for (k, v) in headers {
-                let name = http::HeaderName::try_from(k.as_str())
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                let value = http::HeaderValue::try_from(v.as_str())
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                map.insert(name, value);
-            }
+            let map = configured_headers(headers)?;
             let cfg = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                 .custom_headers(map)
                 .max_concurrent_requests(BACKEND_CALLS_IN_FLIGHT);
@@ -106,14 +99,7 @@ pub(crate) async fn connect(up: &Upstream, options: &PoolOptions) -> Result<Clie
             }
         }
         Transport::Sse { url, headers } => {
-            let mut map = http::HeaderMap::new();
-            for (k, v) in headers {
-                let name = http::HeaderName::try_from(k.as_str())
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                let value = http::HeaderValue::try_from(v.as_str())
-                    .map_err(|e| format!("header {k:?}: {e}"))?;
-                map.insert(name, value);
-            }
+            let map: http::HeaderMap = configured_headers(headers)?.into_iter().collect();
             let client = backend_http_client(options.backend_proxy)?;
             let transport = LegacySseTransport::connect(client, url, map)
                 .await
@@ -221,6 +207,23 @@ const BACKEND_CALLS_IN_FLIGHT: usize = 32;
 
 /// Most redirects an HTTP backend may send one request through.
 const MAX_BACKEND_REDIRECTS: usize = 10;
+
+/// A server's configured `headers`, each checked as an HTTP header name and value; of a name
+/// given twice, the last value.
+fn configured_headers(
+    headers: &[(String, String)],
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name =
+                http::HeaderName::try_from(k.as_str()).map_err(|e| format!("header {k:?}: {e}"))?;
+            let value = http::HeaderValue::try_from(v.as_str())
+                .map_err(|e| format!("header {k:?}: {e}"))?;
+            Ok((name, value))
+        })
+        .collect()
+}
 
 /// The HTTP client for one Streamable HTTP backend.
 ///
