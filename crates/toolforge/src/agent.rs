@@ -1,101 +1,33 @@
-//! Builds the agent from the environment and the servers configuration: the model provider
-//! (`LLM_PROVIDER`), the cost ceiling, the trace sink, session storage and price overrides.
+//! Builds the agent from the process's settings and the servers configuration: the model
+//! provider, the cost ceiling, the trace sink, session storage and price overrides.
 //! Shared by `toolforge chat` and `toolforge serve`.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use toolforge_agent::metrics::{self, Metrics, MetricsExporter};
+use toolforge_agent::metrics::Metrics;
 use toolforge_agent::{
-    Agent, AgentConfig, DEFAULT_CEILING_USD, MemorySessions, RedisSessions, SessionStore,
-    ToolBackend, TraceSink,
+    Agent, AgentConfig, MemorySessions, RedisSessions, SessionStore, ToolBackend, TraceSink,
 };
 use toolforge_llm::{MockModel, Model, Price, PriceTable, anthropic, openai};
 
-use crate::config::env;
+use crate::config::{
+    AgentSettings, ChainKeySource, Config, LlmSettings, TelemetrySettings, TraceFileSettings,
+};
 
-/// Where traces go unless `TRACE_SINK` says otherwise.
-pub const DEFAULT_TRACE_SINK: &str = "logs/traces.jsonl";
-
-/// The model provider named by `LLM_PROVIDER` (default `mock`), configured from the providers'
-/// usual variables: `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`/`OPENAI_BASE_URL`,
-/// and `LLM_MODEL` for the model id. `LLM_STREAM=1` streams responses from the provider.
-pub fn model_from_env() -> anyhow::Result<Arc<dyn Model>> {
-    let provider = env("LLM_PROVIDER").unwrap_or_else(|| "mock".to_owned());
-    let stream = flag("LLM_STREAM")?;
-    let model: Arc<dyn Model> = match provider.to_ascii_lowercase().as_str() {
-        "mock" => Arc::new(MockModel::new()),
-        "anthropic" | "claude" => {
-            let defaults = anthropic::AnthropicConfig::default();
-            let config = anthropic::AnthropicConfig {
-                api_key: env("ANTHROPIC_API_KEY").unwrap_or_default(),
-                base_url: env("ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url.clone()),
-                model: env("LLM_MODEL")
-                    .or_else(|| env("ANTHROPIC_MODEL"))
-                    .unwrap_or(defaults.model.clone()),
-                stream,
-                tool_search: anthropic_tool_search()?,
-                ..defaults
-            };
-            Arc::new(anthropic::AnthropicModel::new(config).context("LLM_PROVIDER=anthropic")?)
-        }
-        "openai" | "openai-compatible" => {
-            let defaults = openai::OpenAiConfig::default();
-            let config = openai::OpenAiConfig {
-                api_key: env("OPENAI_API_KEY"),
-                base_url: env("OPENAI_BASE_URL").unwrap_or(defaults.base_url.clone()),
-                model: env("LLM_MODEL")
-                    .or_else(|| env("OPENAI_MODEL"))
-                    .unwrap_or(defaults.model.clone()),
-                stream,
-                // OpenAI's hosted tool search, through the Responses API.
-                tool_search: flag("OPENAI_TOOL_SEARCH")?,
-                ..defaults
-            };
-            Arc::new(openai::OpenAiModel::new(config).context("LLM_PROVIDER=openai")?)
-        }
-        other => bail!(
-            "LLM_PROVIDER is \"{other}\"; use mock (offline, the default), anthropic or openai \
-             (any OpenAI-compatible endpoint via OPENAI_BASE_URL)"
+/// The model provider [`LlmSettings`] names.
+pub fn model(settings: &LlmSettings) -> anyhow::Result<Arc<dyn Model>> {
+    Ok(match settings {
+        LlmSettings::Mock => Arc::new(MockModel::new()),
+        LlmSettings::Anthropic(config) => Arc::new(
+            anthropic::AnthropicModel::new(config.clone()).context("LLM_PROVIDER=anthropic")?,
         ),
-    };
-    Ok(model)
-}
-
-/// `ANTHROPIC_TOOL_SEARCH`: `bm25` or `regex` turns on Anthropic's tool search tool (the tools
-/// the first offer leaves out go deferred; the model searches them server-side); unset or
-/// `off`, the agent's own `search_tools`.
-fn anthropic_tool_search() -> anyhow::Result<Option<toolforge_llm::ProviderToolSearch>> {
-    use toolforge_llm::ProviderToolSearch;
-    match env("ANTHROPIC_TOOL_SEARCH").map(|v| v.trim().to_ascii_lowercase()) {
-        None => Ok(None),
-        Some(v) if ["", "off", "0", "false", "no"].contains(&v.as_str()) => Ok(None),
-        Some(v) if v == "bm25" => Ok(Some(ProviderToolSearch::Bm25)),
-        Some(v) if v == "regex" => Ok(Some(ProviderToolSearch::Regex)),
-        Some(v) => bail!("ANTHROPIC_TOOL_SEARCH is \"{v}\"; use bm25, regex or off"),
-    }
-}
-
-/// A boolean variable: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`; unset is false.
-pub fn flag(name: &str) -> anyhow::Result<bool> {
-    match env(name).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(false),
-        Some(v) if ["1", "true", "yes", "on"].contains(&v.as_str()) => Ok(true),
-        Some(v) if ["0", "false", "no", "off"].contains(&v.as_str()) => Ok(false),
-        Some(v) => bail!("{name} is \"{v}\"; use 1/true/yes/on or 0/false/no/off"),
-    }
-}
-
-fn number<T: std::str::FromStr>(name: &str) -> anyhow::Result<Option<T>> {
-    env(name)
-        .map(|v| {
-            v.trim()
-                .parse::<T>()
-                .map_err(|_| anyhow::anyhow!("{name} is \"{v}\", which is not a valid number"))
-        })
-        .transpose()
+        LlmSettings::OpenAi(config) => {
+            Arc::new(openai::OpenAiModel::new(config.clone()).context("LLM_PROVIDER=openai")?)
+        }
+    })
 }
 
 /// Price overrides from the config's `"toolforge": {"prices": {"<model>": {input, output,
@@ -137,107 +69,57 @@ pub fn pins(
         .map_err(|e| anyhow::anyhow!("\"toolforge\": {e}"))
 }
 
-/// How the model reaches tools beyond the first offer: `AGENT_TOOL_SEARCH` (on unless `0`,
-/// `false`, `no` or `off`), `AGENT_SEARCH_LIMIT` (results of a search that names none),
-/// `AGENT_MAX_FOUND_TOOLS` (most tools searches add to one run).
-fn discovery() -> anyhow::Result<toolforge_agent::discovery::Discovery> {
-    use toolforge_agent::discovery::{Discovery, MAX_SEARCH_LIMIT};
-    let defaults = Discovery::default();
-    let search = match env("AGENT_TOOL_SEARCH") {
-        None => defaults.search,
-        Some(_) => flag("AGENT_TOOL_SEARCH")?,
-    };
-    let search_limit = number::<usize>("AGENT_SEARCH_LIMIT")?.unwrap_or(defaults.search_limit);
-    if !(1..=MAX_SEARCH_LIMIT).contains(&search_limit) {
-        bail!("AGENT_SEARCH_LIMIT must be from 1 to {MAX_SEARCH_LIMIT}");
-    }
-    let max_found = number::<usize>("AGENT_MAX_FOUND_TOOLS")?.unwrap_or(defaults.max_found);
-    Ok(Discovery {
-        search,
-        search_limit,
-        max_found,
-    })
-}
-
-/// Agent settings from the environment: `COST_CEILING_USD`, `MAX_AGENT_STEPS`,
-/// `AGENT_MAX_TOKENS`, `AGENT_MAX_TOOLS` (default: 8 with search, 32 without), the discovery
-/// settings above, `AGENT_LEARNED_PINS`, `TRACE_VERBOSE`, `TRACE_FAIL_CLOSED`; and pins and
-/// prices from the servers configuration.
+/// The agent's configuration: its settings, and pins and prices from the servers
+/// configuration.
 pub fn agent_config(
+    agent: &AgentSettings,
     settings: &serde_json::Map<String, serde_json::Value>,
     namespace: toolforge_select::Namespace,
 ) -> anyhow::Result<AgentConfig> {
-    let defaults = AgentConfig::default();
-    let ceiling_usd = number::<f64>("COST_CEILING_USD")?.unwrap_or(DEFAULT_CEILING_USD);
-    if !ceiling_usd.is_finite() || ceiling_usd <= 0.0 {
-        bail!("COST_CEILING_USD must be a positive number of dollars, e.g. 0.10");
-    }
-    let max_steps = number::<u32>("MAX_AGENT_STEPS")?.unwrap_or(defaults.max_steps);
-    if max_steps == 0 {
-        bail!("MAX_AGENT_STEPS must be at least 1");
-    }
-    let max_tokens = number::<u32>("AGENT_MAX_TOKENS")?.unwrap_or(defaults.max_tokens);
-    if max_tokens == 0 {
-        bail!("AGENT_MAX_TOKENS must be at least 1");
-    }
-    let discovery = discovery()?;
-    let max_tools = match number::<usize>("AGENT_MAX_TOOLS")? {
-        Some(n) => n,
-        None if discovery.search => toolforge_agent::discovery::DEFAULT_FIRST_OFFER,
-        None => toolforge_select::selection::DEFAULT_MAX_TOOLS,
-    };
-    if max_tools == 0 && !discovery.search {
-        bail!(
-            "AGENT_MAX_TOOLS must be at least 1 when AGENT_TOOL_SEARCH is off (0 offers only pins and search)"
-        );
-    }
-    let learned_pins = number::<usize>("AGENT_LEARNED_PINS")?.unwrap_or(defaults.learned_pins);
     Ok(AgentConfig {
-        ceiling_usd,
-        max_steps,
-        max_tokens,
-        max_tools,
-        discovery,
+        ceiling_usd: agent.ceiling_usd,
+        max_steps: agent.max_steps,
+        max_tokens: agent.max_tokens,
+        max_tools: agent.max_tools,
+        discovery: agent.discovery,
         pins: pins(settings)?,
-        learned_pins,
+        learned_pins: agent.learned_pins,
         namespace,
-        trace_verbose: flag("TRACE_VERBOSE")?,
-        trace_fail_closed: flag("TRACE_FAIL_CLOSED")?,
+        trace_verbose: agent.trace_verbose,
+        trace_fail_closed: agent.trace_fail_closed,
         prices: prices(settings)?,
-        ..defaults
+        ..AgentConfig::default()
     })
 }
 
-/// The trace sink: `TRACE_SINK` (a file path; `off` disables tracing), default
-/// [`DEFAULT_TRACE_SINK`].
-pub async fn trace_sink() -> anyhow::Result<TraceSink> {
-    let target = env("TRACE_SINK").unwrap_or_else(|| DEFAULT_TRACE_SINK.to_owned());
-    if matches!(target.as_str(), "off" | "none") {
+/// The trace sink `TRACE_SINK` names (disabled for `off`).
+pub async fn trace_sink(trace: &TraceFileSettings) -> anyhow::Result<TraceSink> {
+    let Some(path) = &trace.sink else {
         return Ok(TraceSink::disabled());
-    }
-    let path = PathBuf::from(&target);
-    TraceSink::open_keyed(&path, chain_key(None)?)
+    };
+    TraceSink::open_keyed(path, chain_key(trace, None)?)
         .await
         .with_context(|| format!("cannot open the trace file {} (TRACE_SINK)", path.display()))
 }
 
-/// The operator's trace chain key: the file `file` when given, else `TRACE_CHAIN_KEY_FILE`,
-/// else the text of `TRACE_CHAIN_KEY`; `None` without one (the chain is plain SHA-256).
+/// The operator's trace chain key: the file `file` when given, else the one the settings name
+/// (`TRACE_CHAIN_KEY_FILE`, else `TRACE_CHAIN_KEY`); `None` without one (the chain is plain
+/// SHA-256).
 pub fn chain_key(
-    file: Option<&std::path::Path>,
+    trace: &TraceFileSettings,
+    file: Option<&Path>,
 ) -> anyhow::Result<Option<toolforge_agent::ChainKey>> {
-    let file = file
-        .map(std::path::Path::to_path_buf)
-        .or_else(|| env("TRACE_CHAIN_KEY_FILE").map(PathBuf::from));
-    let bytes = match file {
-        Some(file) => std::fs::read(&file)
+    let source = match file {
+        Some(file) => Some(ChainKeySource::File(file.to_path_buf())),
+        None => trace.chain_key.clone(),
+    };
+    let bytes = match source {
+        Some(ChainKeySource::File(file)) => std::fs::read(&file)
             .with_context(|| format!("cannot read the trace chain key file {}", file.display()))?
             .trim_ascii()
             .to_vec(),
-        None => match env("TRACE_CHAIN_KEY") {
-            Some(text) => text.into_bytes(),
-            None => return Ok(None),
-        },
+        Some(ChainKeySource::Text(text)) => text.into_bytes(),
+        None => return Ok(None),
     };
     toolforge_agent::ChainKey::new(&bytes)
         .map(Some)
@@ -246,11 +128,11 @@ pub fn chain_key(
 
 /// Session recency: in Redis when `REDIS_URL` is set (shared by replicas), else in memory. A
 /// Redis that does not answer at start-up degrades to memory with a warning, never an outage.
-pub async fn sessions() -> anyhow::Result<Arc<dyn SessionStore>> {
-    match env("REDIS_URL") {
+pub async fn sessions(redis_url: Option<&str>) -> anyhow::Result<Arc<dyn SessionStore>> {
+    match redis_url {
         Some(url) => {
             let connect =
-                tokio::time::timeout(Duration::from_secs(4), RedisSessions::connect(&url)).await;
+                tokio::time::timeout(Duration::from_secs(4), RedisSessions::connect(url)).await;
             match connect {
                 Ok(Ok(store)) => Ok(Arc::new(store)),
                 Ok(Err(e)) => {
@@ -269,17 +151,13 @@ pub async fn sessions() -> anyhow::Result<Arc<dyn SessionStore>> {
     }
 }
 
-/// OpenTelemetry metrics per `OTEL_METRICS_EXPORTER` (`stdout` or `otlp`; off by default),
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_METRIC_EXPORT_INTERVAL` (milliseconds).
-pub fn metrics() -> anyhow::Result<Option<Metrics>> {
-    let exporter = MetricsExporter::parse(
-        env("OTEL_METRICS_EXPORTER").as_deref(),
-        env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+/// OpenTelemetry metrics as the telemetry settings say (off by default).
+pub fn metrics(telemetry: &TelemetrySettings) -> anyhow::Result<Option<Metrics>> {
+    Metrics::init(
+        telemetry.metrics_exporter.clone(),
+        telemetry.metrics_interval,
     )
-    .map_err(anyhow::Error::msg)?;
-    let interval = number::<u64>("OTEL_METRIC_EXPORT_INTERVAL")?
-        .map_or(metrics::DEFAULT_INTERVAL, Duration::from_millis);
-    Metrics::init(exporter, interval).map_err(anyhow::Error::msg)
+    .map_err(anyhow::Error::msg)
 }
 
 /// Flushes and stops `metrics` (the final export blocks, so off the async threads).
@@ -291,17 +169,18 @@ pub async fn shutdown_metrics(agent: &Agent) {
 
 /// The agent over `backend`, with the broker's `rules` and `EMBEDDER_BACKEND`'s embedder.
 pub async fn build(
+    process: &Config,
     backend: Arc<dyn ToolBackend>,
     settings: &serde_json::Map<String, serde_json::Value>,
     namespace: toolforge_select::Namespace,
     rules: toolforge_select::broker::Rules,
 ) -> anyhow::Result<Agent> {
-    let mut config = agent_config(settings, namespace)?;
+    let mut config = agent_config(&process.agent, settings, namespace)?;
     config.rules = rules;
-    let embedder = crate::embedder::from_env()?;
-    let model = model_from_env()?;
-    let sessions = sessions().await?;
-    let traces = trace_sink().await?;
+    let embedder = crate::embedder::from_settings(&process.embedder)?;
+    let model = model(&process.llm)?;
+    let sessions = sessions(process.stores.redis_url.as_deref()).await?;
+    let traces = trace_sink(&process.trace).await?;
     tracing::info!(
         provider = model.provider(),
         model = model.model(),
@@ -309,7 +188,7 @@ pub async fn build(
         sessions = sessions.backend(),
         "agent ready"
     );
-    let metrics = metrics()?;
+    let metrics = metrics(&process.telemetry)?;
     let learned = learned_pins(&config, &traces).await;
     Ok(Agent::new(backend, model, sessions, traces, config)
         .with_embedder(embedder)

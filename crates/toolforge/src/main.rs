@@ -8,9 +8,12 @@ mod config;
 mod embedder;
 mod otel;
 mod otel_stderr;
+mod pool;
 mod runtime;
 mod scheduling;
 mod state_key;
+mod stores;
+mod telemetry;
 
 use clap::{Parser, Subcommand};
 
@@ -83,8 +86,15 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    config::init_tls();
-    let traces = match config::init_tracing() {
+    let config = match config::Config::load() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime::init_tls();
+    let traces = match telemetry::init_tracing(&config.telemetry) {
         Ok(traces) => traces,
         Err(err) => {
             eprintln!("error: {err}");
@@ -113,7 +123,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(cli.command));
+    let result = runtime.block_on(run(cli.command, &config));
     // Commands flush what they own before returning; a blocking reader still parked on a child's
     // pipe must not hold the process open.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -130,24 +140,30 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
+async fn run(command: Command, config: &config::Config) -> anyhow::Result<std::process::ExitCode> {
     use std::process::ExitCode;
     match command {
-        Command::Serve(args) => cmd::serve::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Server(command) => cmd::server::run(command).await.map(|()| ExitCode::SUCCESS),
-        Command::MockRest(args) => cmd::mock_rest::run(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Chat(args) => cmd::chat::run(args).await,
-        Command::CostReport(args) => cmd::cost_report::run(args)
+        Command::Serve(args) => cmd::serve::run(args, config)
             .await
             .map(|()| ExitCode::SUCCESS),
-        Command::Tools(command) => cmd::tools::run(command).await,
-        Command::Trace(command) => cmd::trace::run(command).await,
+        Command::Gateway(args) => cmd::gateway::run(args, config)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Server(command) => cmd::server::run(command, config)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::MockRest(args) => cmd::mock_rest::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Chat(args) => cmd::chat::run(args, config).await,
+        Command::CostReport(args) => cmd::cost_report::run(args, config)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Tools(command) => cmd::tools::run(command, config).await,
+        Command::Trace(command) => cmd::trace::run(command, config).await,
         Command::Select(args) => cmd::select::run(args).await,
-        Command::Broker(command) => cmd::broker::run(command).await,
-        Command::Eval(command) => cmd::eval::run(command).await,
-        Command::Client(args) => cmd::client::run(args).await,
-        Command::Auth(command) => cmd::auth::run(command).await,
+        Command::Broker(command) => cmd::broker::run(command, config).await,
+        Command::Eval(command) => cmd::eval::run(command, config).await,
+        Command::Client(args) => cmd::client::run(args, config).await,
+        Command::Auth(command) => cmd::auth::run(command, config).await,
     }
 }
 

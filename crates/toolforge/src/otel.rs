@@ -3,7 +3,7 @@
 //! `agent run`, `backend call`, `model call`) exported over OTLP/HTTP with protobuf bodies, or
 //! written to stderr as JSON lines (`crate::otel_stderr`).
 //!
-//! [`config::init_tracing`](crate::config::init_tracing) reads the environment into
+//! [`telemetry::init_tracing`](crate::telemetry::init_tracing) reads the environment into
 //! [`TraceSettings`] and, when an exporter is set, adds [`Traces::layer`] to the subscriber;
 //! with none (the default) the spans stay disabled and cost nothing. The SDK's batch processor
 //! queues finished spans (bounded: spans past `max_queue_size` are dropped and counted by the

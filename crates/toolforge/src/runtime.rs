@@ -1,4 +1,5 @@
-//! The async runtime every command runs on, and how many threads it gets.
+//! The async runtime every command runs on, how many threads it gets, the TLS provider every
+//! HTTPS client uses, and the signal that ends a server.
 //!
 //! Worker threads: `--worker-threads N` (`TOOLFORGE_WORKER_THREADS`), else tokio's own choice
 //! (`TOKIO_WORKER_THREADS`, else one per CPU the process may use). Fewer workers than cores can
@@ -58,6 +59,32 @@ pub fn build_with_arenas_capped(
         crate::allocator::limit_glibc_arenas(workers);
     }
     Ok(runtime)
+}
+
+/// reqwest is built without a bundled crypto provider (ring is much cheaper to build than
+/// aws-lc); install ring once, before any HTTPS client exists.
+pub fn init_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }
 
 #[cfg(test)]

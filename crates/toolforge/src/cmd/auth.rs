@@ -18,6 +18,8 @@ use anyhow::Context as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use toolforge_mcp::auth::{FlowRequest, TokenStore, UpstreamAuth};
 
+use crate::config::Config;
+
 /// Longest `login` waits for the browser's redirect.
 const LOGIN_WAIT: Duration = Duration::from_secs(300);
 
@@ -63,23 +65,23 @@ pub struct ListArgs {
     pub server: Option<String>,
 }
 
-async fn store() -> anyhow::Result<Arc<TokenStore>> {
+async fn store(config: &Config) -> anyhow::Result<Arc<TokenStore>> {
     anyhow::ensure!(
-        crate::config::token_key()?.is_some(),
+        crate::stores::token_key(config)?.is_some(),
         "set TOOLFORGE_TOKEN_KEY (or TOOLFORGE_TOKEN_KEY_FILE): the gateway's grants are sealed \
          with it, and without it they live in one process's memory only"
     );
-    let cache = crate::config::catalog_cache().await?;
-    crate::config::token_store(cache.as_deref())
+    let cache = crate::stores::catalog_cache(config).await?;
+    crate::stores::token_store(config, cache.as_deref())
         .await?
         .context("no token store")
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command, config: &Config) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Login(args) => login(args).await,
+        Command::Login(args) => login(args, config).await,
         Command::Revoke(args) => {
-            let store = store().await?;
+            let store = store(config).await?;
             let principals = if args.all {
                 store
                     .list(Some(&args.server))
@@ -104,7 +106,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::List(args) => {
-            let store = store().await?;
+            let store = store(config).await?;
             for (server, principal) in store.list(args.server.as_deref()).await? {
                 println!("{server}\t{principal}");
             }
@@ -113,9 +115,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn login(args: LoginArgs) -> anyhow::Result<ExitCode> {
-    let config = crate::config::load_pool_config(args.config)?;
-    let server = config
+async fn login(args: LoginArgs, config: &Config) -> anyhow::Result<ExitCode> {
+    let pool = crate::pool::load_config(config, args.config)?;
+    let server = pool
         .servers
         .iter()
         .find(|s| s.name == args.server)
@@ -128,7 +130,7 @@ async fn login(args: LoginArgs) -> anyhow::Result<ExitCode> {
             args.server
         );
     };
-    let store = store().await?;
+    let store = store(config).await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .context("cannot listen on loopback for the redirect")?;

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use toolforge_select::Catalog;
 use toolforge_select::broker::{Broker, LocalBroker, Rules, intent};
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Select the tools a rule file gives an intent (or a message's detected intent).
@@ -43,9 +45,9 @@ pub struct SelectArgs {
     pub json: bool,
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command, config: &Config) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Select(args) => select(args).await,
+        Command::Select(args) => select(args, config).await,
     }
 }
 
@@ -84,7 +86,7 @@ pub fn rules_for(
     load_rules(&base.join(file))
 }
 
-async fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
+async fn select(args: SelectArgs, config: &Config) -> anyhow::Result<ExitCode> {
     let rules = load_rules(&args.rules)?;
     let catalog = match &args.catalog {
         Some(path) => {
@@ -94,9 +96,7 @@ async fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("invalid catalog snapshot {}", path.display()))?
         }
         None => {
-            let config = crate::config::load_pool_config(args.config.clone())?;
-            let pool =
-                toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
+            let pool = crate::pool::start(config, args.config.clone()).await?;
             let catalog = pool.catalog();
             pool.shutdown().await;
             catalog

@@ -55,27 +55,28 @@ pub struct Args {
     pub who: super::governance::StdioIdentityArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args, process: &crate::config::Config) -> anyhow::Result<ExitCode> {
     if args.request.trim().is_empty() {
         anyhow::bail!(
             "the request is empty: say what you want done, e.g. toolforge chat \"list the tables\""
         );
     }
-    let visibility = std::sync::Arc::new(args.visibility.config()?);
-    let config_path = crate::config::servers_config_path(args.config.clone());
-    let mut config = crate::config::load_pool_config(args.config)?;
+    let visibility = std::sync::Arc::new(args.visibility.config(process)?);
+    let config_path = process.servers_config_path(args.config.clone());
+    let mut config = crate::pool::load_config(process, args.config)?;
     let settings = config.settings.clone();
     let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
-    // An unknown EMBEDDER_BACKEND fails here, before any server starts.
-    crate::embedder::Backend::from_env()?;
-    let governance = args.governance.build(&settings, &config_path).await?;
-    let who = args.who.resolve(&settings).await?;
+    let governance = args
+        .governance
+        .build(process, &settings, &config_path)
+        .await?;
+    let who = args.who.resolve(process, &settings).await?;
     let principal = who
         .as_ref()
         .map_or_else(toolforge_policy::Principal::anonymous, |w| {
             toolforge_policy::Principal::new(&w.principal)
         });
-    let mut options = crate::config::pool_options().await?;
+    let mut options = crate::pool::options(process).await?;
     // A dry run never contacts a server whose tools the cache already holds, and (unless
     // listing is allowed) leaves out the servers it does not.
     options.cached_only = args.dry_run;
@@ -106,7 +107,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             tracing::warn!(server = %h.name, state = %state, "{err}");
         }
     }
-    let agent = crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await;
+    let agent = crate::agent::build(
+        process,
+        pool.clone(),
+        &settings,
+        args.namespace.into(),
+        rules,
+    )
+    .await;
     let agent = match agent {
         Ok(a) => Arc::new(a.with_governance(governance)),
         Err(e) => {

@@ -34,6 +34,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Map, Value, json};
 use toolforge_mcp::auth::{Bearer, ClientIdentity, Credentials, Headless};
 
+use crate::config::Config;
+
 /// The Client ID Metadata Document URL the conformance suite's authorization servers expect
 /// (`auth/basic-cimd`); used in conformance mode when `--client-metadata-url` is not given.
 const CONFORMANCE_CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
@@ -150,15 +152,9 @@ fn identity(args: &Args, context: Option<&Value>, conformance: bool) -> ClientId
     }
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let scenario = crate::config::env("MCP_CONFORMANCE_SCENARIO");
-    let context = match crate::config::env("MCP_CONFORMANCE_CONTEXT") {
-        Some(text) => Some(
-            serde_json::from_str::<Value>(&text)
-                .context("MCP_CONFORMANCE_CONTEXT is not valid JSON")?,
-        ),
-        None => None,
-    };
+pub async fn run(args: Args, config: &Config) -> anyhow::Result<ExitCode> {
+    let scenario = config.conformance.scenario.clone();
+    let context = config.conformance.context.clone();
     let explicit_args = match &args.args {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => Some(map),

@@ -15,9 +15,6 @@ use time::{Date, OffsetDateTime, UtcOffset};
 use toolforge_agent::trace::{READ_SCHEMA_VERSIONS, reads_schema};
 use toolforge_agent::{RecordKind, TraceRecord};
 
-/// Where the agent writes traces when neither `--trace` nor `TRACE_SINK` says otherwise.
-pub(crate) const DEFAULT_TRACE: &str = "logs/traces.jsonl";
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace file to read (JSON Lines). Default: $TRACE_SINK, else logs/traces.jsonl.
@@ -34,11 +31,8 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    let path = args
-        .trace
-        .or_else(|| crate::config::env("TRACE_SINK").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_TRACE));
+pub async fn run(args: Args, config: &crate::config::Config) -> anyhow::Result<()> {
+    let path = args.trace.unwrap_or_else(|| config.trace.file_to_read());
     let filter = Filter {
         since: args.since,
         executed_only: args.executed_only,

@@ -27,25 +27,25 @@ pub struct Args {
     pub who: super::governance::StdioIdentityArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    let mut visibility = args.visibility.config()?;
-    let config_path = crate::config::servers_config_path(args.config.clone());
-    let config = crate::config::load_pool_config(args.config)?;
+pub async fn run(args: Args, process: &crate::config::Config) -> anyhow::Result<()> {
+    let mut visibility = args.visibility.config(process)?;
+    let config_path = process.servers_config_path(args.config.clone());
+    let config = crate::pool::load_config(process, args.config)?;
     let rules = super::broker::rules_for(args.rules.as_deref(), &config.settings, &config_path)?;
     visibility.governance = args
         .governance
-        .build(&config.settings, &config_path)
+        .build(process, &config.settings, &config_path)
         .await?;
-    let stdio_identity = args.who.resolve(&config.settings).await?;
-    let traces = crate::agent::trace_sink().await?;
-    let pool = crate::config::launch_pool(config).await?;
+    let stdio_identity = args.who.resolve(process, &config.settings).await?;
+    let traces = crate::agent::trace_sink(&process.trace).await?;
+    let pool = crate::pool::launch(process, config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),
         visibility,
         args.tool_mode.mode(),
     );
-    crate::config::apply_state_key(&shared).await?;
+    crate::stores::apply_state_key(process, &shared).await?;
     shared.set_memory_release(crate::allocator::release_free_memory);
     shared.set_rules(rules);
     shared.set_trail(traces.clone());
@@ -55,7 +55,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let served = tokio::select! {
         r = toolforge_gateway::serve_stdio(shared) => r,
-        () = crate::config::shutdown_signal() => Ok(()),
+        () = crate::runtime::shutdown_signal() => Ok(()),
     };
     traces.flush().await;
     pool.shutdown().await;

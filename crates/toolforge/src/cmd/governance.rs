@@ -31,6 +31,7 @@ impl GovernanceArgs {
     /// The policy and limits, read and checked (a bad file stops the process here).
     pub async fn build(
         &self,
+        process: &crate::config::Config,
         settings: &serde_json::Map<String, Value>,
         config_path: &Path,
     ) -> anyhow::Result<Arc<Governance>> {
@@ -65,18 +66,18 @@ impl GovernanceArgs {
         };
         let limiter = match rules.filter(|r| !r.is_empty()) {
             None => None,
-            Some(rules) => Some(limiter(rules).await),
+            Some(rules) => Some(limiter(rules, process.stores.redis_url.as_deref()).await),
         };
         Ok(Arc::new(Governance { policies, limiter }))
     }
 }
 
 /// Buckets in Redis when `REDIS_URL` is set and answers, else in this process.
-async fn limiter(rules: LimitRules) -> Limiter {
-    let Some(url) = crate::config::env("REDIS_URL") else {
+async fn limiter(rules: LimitRules, redis_url: Option<&str>) -> Limiter {
+    let Some(url) = redis_url else {
         return Limiter::memory(rules);
     };
-    match tokio::time::timeout(Duration::from_secs(4), Limiter::redis(rules.clone(), &url)).await {
+    match tokio::time::timeout(Duration::from_secs(4), Limiter::redis(rules.clone(), url)).await {
         Ok(Ok(limiter)) => limiter,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "Redis at REDIS_URL is unavailable: rate limits are kept in this process");
@@ -332,9 +333,10 @@ impl StdioIdentityArgs {
     /// (`anonymous`).
     pub async fn resolve(
         &self,
+        process: &crate::config::Config,
         settings: &serde_json::Map<String, Value>,
     ) -> anyhow::Result<Option<toolforge_mcp::OnBehalf>> {
-        let token = crate::config::env("TOOLFORGE_TOKEN");
+        let token = process.token.clone();
         match (&self.principal, token) {
             (Some(_), Some(_)) => {
                 anyhow::bail!("give either --principal or TOOLFORGE_TOKEN, not both")

@@ -104,17 +104,18 @@ pub struct Args {
     pub identity: super::governance::IdentityArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    let mut visibility = args.visibility.config()?;
+pub async fn run(args: Args, process: &crate::config::Config) -> anyhow::Result<()> {
+    let mut visibility = args.visibility.config(process)?;
     // Checked before anything starts; built with OAuth once the address is known.
     args.identity.build(args.host)?;
-    let config_path = crate::config::servers_config_path(args.config.clone());
-    let config = crate::config::load_pool_config(args.config)?;
+    let config_path = process.servers_config_path(args.config.clone());
+    let config = crate::pool::load_config(process, args.config)?;
     let settings = config.settings.clone();
     let rules = super::broker::rules_for(args.rules.as_deref(), &settings, &config_path)?;
-    // An unknown EMBEDDER_BACKEND fails here, before any server starts.
-    crate::embedder::Backend::from_env()?;
-    let governance = args.governance.build(&settings, &config_path).await?;
+    let governance = args
+        .governance
+        .build(process, &settings, &config_path)
+        .await?;
     visibility.governance = governance.clone();
     let listener = tokio::net::TcpListener::bind((args.host, args.port))
         .await
@@ -153,24 +154,31 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let identity = args.identity.build_with(args.host, oauth)?;
-    let pool = crate::config::launch_pool(config).await?;
+    let pool = crate::pool::launch(process, config).await?;
     let shared = toolforge_gateway::Shared::with_options(
         pool.clone(),
         args.namespace.into(),
         visibility,
         args.tool_mode.mode(),
     );
-    crate::config::apply_state_key(&shared).await?;
+    crate::stores::apply_state_key(process, &shared).await?;
     shared.set_memory_release(crate::allocator::release_free_memory);
     shared.set_rules(rules.clone());
-    let agent =
-        match crate::agent::build(pool.clone(), &settings, args.namespace.into(), rules).await {
-            Ok(agent) => Arc::new(agent.with_governance(governance)),
-            Err(e) => {
-                pool.shutdown().await;
-                return Err(e);
-            }
-        };
+    let built = crate::agent::build(
+        process,
+        pool.clone(),
+        &settings,
+        args.namespace.into(),
+        rules,
+    )
+    .await;
+    let agent = match built {
+        Ok(agent) => Arc::new(agent.with_governance(governance)),
+        Err(e) => {
+            pool.shutdown().await;
+            return Err(e);
+        }
+    };
     // Gateway calls are traced through the agent's writer: one file, one hash chain.
     shared.set_trail(agent.traces().clone());
     if pool.credentials().is_some() {
@@ -228,10 +236,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let signal = cancel.clone();
     let draining = drain.clone();
     tokio::spawn(async move {
-        crate::config::shutdown_signal().await;
+        crate::runtime::shutdown_signal().await;
         eprintln!("toolforge: draining (a second signal stops at once)");
         draining.begin();
-        crate::config::shutdown_signal().await;
+        crate::runtime::shutdown_signal().await;
         signal.cancel();
     });
     let served = toolforge_gateway::serve(listener, shared, opts).await;

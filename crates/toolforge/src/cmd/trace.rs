@@ -29,20 +29,17 @@ pub struct VerifyArgs {
     pub key_file: Option<PathBuf>,
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command, config: &crate::config::Config) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Verify(args) => verify(args).await,
+        Command::Verify(args) => verify(args, config).await,
     }
 }
 
-async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let path = args
-        .trace
-        .or_else(|| crate::config::env("TRACE_SINK").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(super::cost_report::DEFAULT_TRACE));
+async fn verify(args: VerifyArgs, config: &crate::config::Config) -> anyhow::Result<ExitCode> {
+    let path = args.trace.unwrap_or_else(|| config.trace.file_to_read());
     let shown = path.display().to_string();
     let head = args.head;
-    let key = crate::agent::chain_key(args.key_file.as_deref())?;
+    let key = crate::agent::chain_key(&config.trace, args.key_file.as_deref())?;
     let outcome = tokio::task::spawn_blocking(move || {
         let file = std::fs::File::open(&path)
             .with_context(|| format!("cannot open the trace file {}", path.display()))?;

@@ -36,9 +36,8 @@ pub struct VisibilityArgs {
 impl VisibilityArgs {
     /// The operator's channels from the environment and these flags. A malformed value is an
     /// error: the command refuses to start rather than show more than intended.
-    pub fn config(&self) -> anyhow::Result<VisibilityConfig> {
-        let env = ChannelInput::from_env(&|name| crate::config::env(name))
-            .context("invalid visibility setting in the environment")?;
+    pub fn config(&self, process: &crate::config::Config) -> anyhow::Result<VisibilityConfig> {
+        let env = process.visibility.clone();
         let cli = ChannelInput::from_cli(
             self.tools.as_deref(),
             self.disabled_tools.as_deref(),

@@ -5,6 +5,8 @@ pub mod selection;
 
 use std::process::ExitCode;
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Grade the selector against labelled cases; exits non-zero below --min-accuracy.
@@ -13,9 +15,9 @@ pub enum Command {
     Retrieval(retrieval::Args),
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command, config: &Config) -> anyhow::Result<ExitCode> {
     match command {
         Command::Selection(args) => selection::run(args).await,
-        Command::Retrieval(args) => retrieval::run(args).await,
+        Command::Retrieval(args) => retrieval::run(args, config).await,
     }
 }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use toolforge_llm::embed::{Embedder, cosine};
 use toolforge_select::rank::{self, Bm25Index, Document};
 
+use crate::config::Config;
 use crate::embedder::{self, Backend};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,7 +143,7 @@ fn metrics(ranked: &[String], groups: &[Vec<String>]) -> (f64, f64, f64, f64) {
     (recall(1), recall(5), dcg / ideal, mrr)
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args, config: &Config) -> anyhow::Result<ExitCode> {
     let tools: Vec<ToolLine> = read_jsonl(&args.tools)?;
     let queries: Vec<QueryLine> = read_jsonl(&args.queries)?;
     anyhow::ensure!(!tools.is_empty(), "{} has no tools", args.tools.display());
@@ -188,7 +189,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     rankers.dedup();
     anyhow::ensure!(!rankers.is_empty(), "--ranker names no ranker");
     let several = rankers.len() > 1;
-    let hybrid_backend = Backend::from_env()?;
+    let hybrid_backend = config.embedder.backend_or_none();
 
     // Each embedder needed embeds the tools, then all queries, once (it batches internally).
     let mut vectors: HashMap<Backend, Vectors> = HashMap::new();
@@ -202,7 +203,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if vectors.contains_key(&backend) {
             continue;
         }
-        let Some(e): Option<Arc<dyn Embedder>> = embedder::build(backend)? else {
+        let Some(e): Option<Arc<dyn Embedder>> = embedder::build(backend, &config.embedder)? else {
             continue;
         };
         let texts: Vec<String> = docs.iter().map(rank::embedding_text).collect();

@@ -24,9 +24,9 @@ pub struct Args {
     visibility: crate::cmd::visibility::VisibilityArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(args: Args, config: &crate::config::Config) -> anyhow::Result<()> {
     let serve = args.transport.serve()?;
-    let visibility = args.visibility.config()?;
+    let visibility = args.visibility.config(config)?;
     let Serve::Http { port, named } = serve else {
         if visibility.is_open() {
             return toolforge_conformance::serve_stdio().await;

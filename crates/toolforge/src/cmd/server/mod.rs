@@ -15,10 +15,10 @@ pub enum Command {
     Conformance(conformance::Args),
 }
 
-pub async fn run(command: Command) -> anyhow::Result<()> {
+pub async fn run(command: Command, config: &crate::config::Config) -> anyhow::Result<()> {
     match command {
-        Command::Toolkit(args) => toolkit::run(args).await,
-        Command::Evals(args) => evals::run(args).await,
-        Command::Conformance(args) => conformance::run(args).await,
+        Command::Toolkit(args) => toolkit::run(args, config).await,
+        Command::Evals(args) => evals::run(args, config).await,
+        Command::Conformance(args) => conformance::run(args, config).await,
     }
 }

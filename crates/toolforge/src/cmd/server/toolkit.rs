@@ -30,14 +30,6 @@ pub struct Args {
     pub visibility: crate::cmd::visibility::VisibilityArgs,
 }
 
-fn default_db() -> PathBuf {
-    let base = crate::config::env("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| crate::config::env("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("toolforge").join("toolkit").join("sample.db")
-}
-
 /// The `Host` a server bound to `host` accepts besides loopback (none for loopback or the
 /// unspecified address, which is reached by the names of the machine's interfaces).
 pub(super) fn bind_host(host: std::net::IpAddr) -> Vec<String> {
@@ -48,11 +40,13 @@ pub(super) fn bind_host(host: std::net::IpAddr) -> Vec<String> {
     }
 }
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(args: Args, process: &crate::config::Config) -> anyhow::Result<()> {
     let serve = args.transport.serve()?;
-    let visibility = std::sync::Arc::new(args.visibility.config()?);
+    let visibility = std::sync::Arc::new(args.visibility.config(process)?);
     let explicit = args.db.is_some();
-    let db_path = args.db.unwrap_or_else(default_db);
+    let db_path = args
+        .db
+        .unwrap_or_else(|| process.toolkit.default_db.clone());
     if args.seed {
         if let Some(dir) = db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -85,8 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         db_path,
         sql_limits: SqlLimits::default(),
         sandbox: sandbox::SandboxConfig::new(sandbox::resolve_python("python3")),
-        rest_base_url: crate::config::env("MOCK_REST_BASE_URL")
-            .unwrap_or_else(|| "http://127.0.0.1:8811".to_owned()),
+        rest_base_url: process.toolkit.rest_base_url.clone(),
         rest_timeout: std::time::Duration::from_secs(5),
         resources_dir: args.resources,
     };

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Servers configuration (default: $MCP_SERVERS_CONFIG, else ./mcp.servers.json).
@@ -16,9 +18,8 @@ pub struct Args {
     pub namespace: crate::cmd::serve::NamespaceArg,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let config = crate::config::load_pool_config(args.config)?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
+pub async fn run(args: Args, config: &Config) -> anyhow::Result<ExitCode> {
+    let pool = crate::pool::start(config, args.config).await?;
     let shared = toolforge_gateway::Shared::new(pool.clone(), args.namespace.into());
     let rows = toolforge_gateway::tool_rows(&shared);
     let health = pool.health();

@@ -8,6 +8,8 @@ pub mod snapshot;
 
 use std::process::ExitCode;
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// List the merged catalog of the configured servers.
@@ -24,13 +26,13 @@ pub enum Command {
     Approve(pins::ApproveArgs),
 }
 
-pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub async fn run(command: Command, config: &Config) -> anyhow::Result<ExitCode> {
     match command {
-        Command::List(args) => list::run(args).await,
-        Command::Search(args) => search::run(args).await,
-        Command::Snapshot(args) => snapshot::run(args).await,
-        Command::Overlaps(args) => overlaps::run(args).await,
-        Command::Diff(args) => pins::diff(args).await,
-        Command::Approve(args) => pins::approve(args).await,
+        Command::List(args) => list::run(args, config).await,
+        Command::Search(args) => search::run(args, config).await,
+        Command::Snapshot(args) => snapshot::run(args, config).await,
+        Command::Overlaps(args) => overlaps::run(args, config).await,
+        Command::Diff(args) => pins::diff(args, config).await,
+        Command::Approve(args) => pins::approve(args, config).await,
     }
 }

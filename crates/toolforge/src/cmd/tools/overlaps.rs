@@ -21,6 +21,7 @@ use toolforge_llm::embed::cosine;
 use toolforge_select::overlap::{OverlapGroup, overlap_groups};
 use toolforge_select::{Catalog, Tool, ToolId};
 
+use crate::config::Config;
 use crate::embedder::{self, Backend};
 
 /// Default `--min-similarity` for the hashing embedder. Measured on
@@ -55,7 +56,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args, config: &Config) -> anyhow::Result<ExitCode> {
     if let Some(x) = args.min_similarity
         && !(0.0..=1.0).contains(&x)
     {
@@ -68,10 +69,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Catalog::from_snapshot_json(&text)
                 .with_context(|| format!("parsing catalog snapshot {}", path.display()))?
         }
-        None => live_catalog(args.config.clone()).await?,
+        None => live_catalog(config, args.config.clone()).await?,
     };
     // Suggestions need an embedder: `none` (BM25 only elsewhere) means the hashing one here.
-    let backend = match Backend::from_env()? {
+    let backend = match config.embedder.backend_or_none() {
         Backend::None => Backend::Hashing,
         b => b,
     };
@@ -79,7 +80,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Backend::None | Backend::Hashing => DEFAULT_MIN_SIMILARITY_HASHING,
         Backend::Local | Backend::OpenAi | Backend::Voyage => DEFAULT_MIN_SIMILARITY_MODEL,
     });
-    let embedder = embedder::build(backend)?.context("no embedder for overlap suggestions")?;
+    let embedder = embedder::build(backend, &config.embedder)?
+        .context("no embedder for overlap suggestions")?;
 
     let groups = overlap_groups(&catalog);
     let report_groups: Vec<GroupReport> = groups.iter().map(|g| explain(&catalog, g)).collect();
@@ -135,9 +137,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The live pool's catalog, as `toolforge tools snapshot` takes it (with its warnings).
-async fn live_catalog(config: Option<PathBuf>) -> anyhow::Result<Catalog> {
-    let config = crate::config::load_pool_config(config)?;
-    let pool = toolforge_mcp::Pool::start(config, crate::config::pool_options().await?).await;
+async fn live_catalog(config: &Config, flag: Option<PathBuf>) -> anyhow::Result<Catalog> {
+    let pool = crate::pool::start(config, flag).await?;
     let catalog = pool.catalog();
     let health = pool.health();
     pool.shutdown().await;

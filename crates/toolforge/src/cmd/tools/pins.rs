@@ -11,6 +11,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 use toolforge_mcp::{Approval, PinStore};
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
     /// Only this tool (`server/tool`) or server (`server`).
@@ -37,8 +39,8 @@ fn is_fingerprint(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-async fn store() -> anyhow::Result<PinStore> {
-    let cache = crate::config::catalog_cache().await?;
+async fn store(config: &Config) -> anyhow::Result<PinStore> {
+    let cache = crate::stores::catalog_cache(config).await?;
     cache.and_then(|c| c.pin_store()).context(
         "tool pins are kept in the SQLite catalog cache, and it is not in use: unset \
          CATALOG_CACHE_BACKEND or set it to sqlite (CATALOG_CACHE_PATH names the file)",
@@ -56,8 +58,8 @@ fn shown(v: Option<&Value>) -> String {
     v.map_or_else(|| "(absent)".to_owned(), Value::to_string)
 }
 
-pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let store = store().await?;
+pub async fn diff(args: DiffArgs, config: &Config) -> anyhow::Result<ExitCode> {
+    let store = store(config).await?;
     let (server, tool) = args.target.as_deref().map_or((None, None), |t| {
         let (s, t) = split(t);
         (Some(s), t)
@@ -98,7 +100,7 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
+pub async fn approve(args: ApproveArgs, config: &Config) -> anyhow::Result<ExitCode> {
     let (server, Some(tool)) = split(&args.target) else {
         anyhow::bail!(
             "name the tool as server/tool (e.g. github/create_issue), not \"{}\"",
@@ -112,7 +114,7 @@ pub async fn approve(args: ApproveArgs) -> anyhow::Result<ExitCode> {
             args.fingerprint
         );
     }
-    let store = store().await?;
+    let store = store(config).await?;
     match store.approve_by_name(server, tool, &args.fingerprint)? {
         Approval::Approved => {
             println!(

@@ -11,6 +11,8 @@ use toolforge_llm::embed::cosine;
 use toolforge_select::Catalog;
 use toolforge_select::rank::{self, Bm25Index, Document};
 
+use crate::config::Config;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// What the tool should do, in plain words.
@@ -26,14 +28,14 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args, config: &Config) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.catalog)
         .with_context(|| format!("reading catalog snapshot {}", args.catalog.display()))?;
     let catalog = Catalog::from_snapshot_json(&text)
         .with_context(|| format!("parsing catalog snapshot {}", args.catalog.display()))?;
     let tools: Vec<_> = catalog.tools().collect();
     let index = Bm25Index::from_tools(&tools);
-    let hits: Vec<(usize, f32)> = match crate::embedder::from_env()? {
+    let hits: Vec<(usize, f32)> = match crate::embedder::from_settings(&config.embedder)? {
         None => index.search(&args.query, args.limit),
         Some(embedder) => {
             let mut texts: Vec<String> = tools
