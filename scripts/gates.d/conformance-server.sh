@@ -9,6 +9,8 @@
 #       fixture asks each client the way the client's era allows, so both suites go through the
 #       gateway's era bridge: a 2025-11-25 client is asked mid-call for what a 2026-07-28
 #       backend's `input_required` needs.
+# Also the Skills extension's scenarios (SEP-2640: `sep-2640-skills-*`, no `--spec-version`, so
+# the suite speaks 2026-07-28) against the fixture: all must pass.
 # Also runs the 2025-11-25 pending suite against the fixture (informational, not gating).
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
@@ -107,6 +109,10 @@ pids+=($!)
 if addr=$(announced "$work/fixture.log" "conformance fixture listening on http://" "${pids[-1]}") \
   && wait_ready "http://$addr/mcp" "${pids[-1]}" "$work/fixture.log"; then
   run_revisions fixture "http://$addr/mcp" "$work/fixture.log" || status=1
+  for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
+    run_suite "fixture-$scenario" "http://$addr/mcp" "$work/fixture.log" --scenario "$scenario" \
+      || status=1
+  done
   run_suite fixture-pending "http://$addr/mcp" "$work/fixture.log" \
     --spec-version 2025-11-25 --suite pending \
     || echo "conformance gate: pending suite failed (informational, not gating)"
