@@ -520,7 +520,7 @@ impl Shared {
             v["extensions"][toolforge_select::apps::UI_EXTENSION_ID] = settings;
         }
         // Skills ride on resources: declared only with the resources capability.
-        if let Some(settings) = skills::extension(&caps).filter(|_| v.get("resources").is_some()) {
+        if let Some(settings) = skills_extension(&caps).filter(|_| v.get("resources").is_some()) {
             if v.get("extensions").is_none() {
                 v["extensions"] = json!({});
             }
@@ -542,6 +542,19 @@ impl Shared {
         });
         declared.or_else(|| (!self.app_links().is_empty()).then(|| json!({})))
     }
+}
+
+/// The Skills extension's settings (SEP-2640, `mcp/skills`) the gateway declares: present when a
+/// backend declares the extension, `directoryRead` when one of them serves directory reads.
+fn skills_extension(caps: &[(String, ServerCapabilities)]) -> Option<serde_json::Value> {
+    let mut skills = caps.iter().filter(|(_, c)| c.supports_skills()).peekable();
+    skills.peek()?;
+    let directory_read = skills.any(|(_, c)| c.supports_directory_read());
+    Some(if directory_read {
+        json!({"directoryRead": true})
+    } else {
+        json!({})
+    })
 }
 
 /// The `ui://` URIs a catalog's tools link, as (server, URI) pairs.

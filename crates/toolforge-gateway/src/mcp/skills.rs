@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use rmcp::model::{
     GetSkillRequestParams, GetSkillResult, ListSkillsResult, PaginatedRequestParams,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ServerCapabilities, Skill,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, Skill,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -21,19 +21,6 @@ use super::{Gateway, START_GRACE, Shared};
 
 /// Pages of a backend's `skills/list` the gateway follows before it stops (a loop guard).
 const MAX_PAGES: usize = 64;
-
-/// The extension's settings the gateway declares: present when a backend declares the
-/// extension, `directoryRead` when one of them serves directory reads.
-pub(super) fn extension(caps: &[(String, ServerCapabilities)]) -> Option<serde_json::Value> {
-    let mut skills = caps.iter().filter(|(_, c)| c.supports_skills()).peekable();
-    skills.peek()?;
-    let directory_read = skills.any(|(_, c)| c.supports_directory_read());
-    Some(if directory_read {
-        json!({"directoryRead": true})
-    } else {
-        json!({})
-    })
-}
 
 fn unknown_skill(uri: &str) -> McpError {
     McpError::invalid_params(format!("no skill at {uri}"), Some(json!({"uri": uri})))
@@ -175,7 +162,10 @@ impl Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use rmcp::model::ServerCapabilities;
+    use serde_json::json;
+
+    use super::super::skills_extension as extension;
 
     fn caps(v: serde_json::Value) -> ServerCapabilities {
         serde_json::from_value(v).unwrap()
