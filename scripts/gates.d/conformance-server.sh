@@ -9,6 +9,8 @@
 #       fixture asks each client the way the client's era allows, so both suites go through the
 #       gateway's era bridge: a 2025-11-25 client is asked mid-call for what a 2026-07-28
 #       backend's `input_required` needs.
+# Also the Skills extension's scenarios (SEP-2640: `sep-2640-skills-*`, no `--spec-version`, so
+# the suite speaks 2026-07-28) against the fixture and through both gateways: all must pass.
 # Also runs the 2025-11-25 pending suite against the fixture (informational, not gating).
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
@@ -99,6 +101,15 @@ run_revisions() {
   return "$rc"
 }
 
+# run_skills LABEL URL LOG: the Skills extension's scenarios, each on its own.
+run_skills() {
+  local label=$1 url=$2 log=$3 rc=0 scenario
+  for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
+    run_suite "$label-$scenario" "$url" "$log" --scenario "$scenario" || rc=1
+  done
+  return "$rc"
+}
+
 status=0
 
 # (a) the fixture over Streamable HTTP
@@ -107,6 +118,7 @@ pids+=($!)
 if addr=$(announced "$work/fixture.log" "conformance fixture listening on http://" "${pids[-1]}") \
   && wait_ready "http://$addr/mcp" "${pids[-1]}" "$work/fixture.log"; then
   run_revisions fixture "http://$addr/mcp" "$work/fixture.log" || status=1
+  run_skills fixture "http://$addr/mcp" "$work/fixture.log" || status=1
   run_suite fixture-pending "http://$addr/mcp" "$work/fixture.log" \
     --spec-version 2025-11-25 --suite pending \
     || echo "conformance gate: pending suite failed (informational, not gating)"
@@ -126,7 +138,10 @@ JSON
   pids+=($!)
   gaddr=$(announced "$work/$label.log" "toolforge: serving http://" "${pids[-1]}") || return 1
   wait_ready "http://$gaddr/mcp" "${pids[-1]}" "$work/$label.log" || return 1
-  run_revisions "$label" "http://$gaddr/mcp" "$work/$label.log"
+  local rc=0
+  run_revisions "$label" "http://$gaddr/mcp" "$work/$label.log" || rc=1
+  run_skills "$label" "http://$gaddr/mcp" "$work/$label.log" || rc=1
+  return "$rc"
 }
 run_gateway gateway-stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}" || status=1
 "$bin" server conformance --port 0 >"$work/fixture-upstream.log" 2>&1 &

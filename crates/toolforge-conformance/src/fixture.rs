@@ -21,11 +21,13 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
     CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    GetPromptResult, GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, SKILLS_EXTENSION_ID, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -35,6 +37,7 @@ use crate::catalog::{self, wire};
 use crate::eras;
 use crate::listen::{ListChange, Listeners};
 use crate::mrtr::StateSeal;
+use crate::skills;
 
 /// The conformance fixture. Clones share the key that seals MRTR `requestState` and the open
 /// `subscriptions/listen` streams; nothing else is kept between requests.
@@ -369,6 +372,14 @@ impl Fixture {
             }
             catalog::WATCHED_URI => json!({"uri": uri, "mimeType": "text/plain",
                 "text": "Watched resource content"}),
+            _ if uri.starts_with("skill://") => {
+                return skills::skills()?.read(uri).ok_or_else(|| {
+                    McpError::resource_not_found(
+                        format!("no resource at {uri}"),
+                        Some(json!({"uri": uri})),
+                    )
+                });
+            }
             _ => {
                 let id = uri
                     .strip_prefix("test://template/")
@@ -452,7 +463,8 @@ impl ServerHandler for Fixture {
         let caps: ServerCapabilities = serde_json::from_value(json!({
             "tools": {"listChanged": true}, "resources": {"subscribe": true},
             "prompts": {"listChanged": true},
-            "logging": {}, "completions": {}
+            "logging": {}, "completions": {},
+            "extensions": {SKILLS_EXTENSION_ID: {"directoryRead": true}}
         }))
         .unwrap_or_default();
         ServerConfig::new(caps)
@@ -505,10 +517,33 @@ impl ServerHandler for Fixture {
         _req: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(wire(
-            "resources",
-            catalog::resources(),
-        )?))
+        let mut resources: Vec<rmcp::model::Resource> = wire("resources", catalog::resources())?;
+        resources.extend_from_slice(skills::skills()?.resources());
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_skills(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        skills::skills()?.list(req.as_ref().and_then(|r| r.cursor.as_deref()))
+    }
+
+    async fn get_skill(
+        &self,
+        req: GetSkillRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        skills::skills()?.get(&req.uri)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        req: ReadResourceDirectoryRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        skills::skills()?.directory(&req.uri, req.cursor.as_deref())
     }
 
     async fn list_resource_templates(

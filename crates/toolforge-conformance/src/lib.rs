@@ -7,7 +7,8 @@
 //!
 //! - [`Fixture`]: the `ServerHandler` with the suite's fixed catalog (see `catalog`), for both
 //!   protocol eras: `initialize` sessions (2025-11-25 and earlier) and 2026-07-28 requests
-//!   (MRTR tools in `mrtr`, `subscriptions/listen` in `listen`).
+//!   (MRTR tools in `mrtr`, `subscriptions/listen` in `listen`), and the Skills extension
+//!   (SEP-2640) with two embedded skills (`skills`).
 //! - [`serve_stdio`]: serve one session on stdin/stdout.
 //! - [`http_service`] / [`router`]: Streamable HTTP at `/mcp`, with Host/Origin validation
 //!   against DNS rebinding; [`serve_http`] runs it on a listener.
@@ -18,6 +19,7 @@ mod fixture;
 mod http;
 mod listen;
 mod mrtr;
+mod skills;
 
 pub use fixture::Fixture;
 pub use http::{HttpOptions, http_service, router, serve_http};

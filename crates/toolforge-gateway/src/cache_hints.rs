@@ -3,7 +3,7 @@
 
 use rmcp::model::{
     CacheScope, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult,
+    ListSkillsResult, ListToolsResult,
 };
 
 /// How long a client may reuse a list answer without asking again (2026-07-28 `ttlMs`): lists
@@ -34,7 +34,8 @@ with_hints!(
     ListToolsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
-    ListPromptsResult
+    ListPromptsResult,
+    ListSkillsResult
 );
 
 impl CacheHints {

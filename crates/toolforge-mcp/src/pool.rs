@@ -16,9 +16,11 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, LoggingLevel, Prompt, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
-    SetLevelRequestParams, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
+    GetPromptResponse, GetPromptResult, GetSkillRequestParams, GetSkillResult, ListSkillsResult,
+    LoggingLevel, PaginatedRequestParams, Prompt, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, SetLevelRequestParams,
+    SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -734,6 +736,53 @@ impl Pool {
         let guarded = guard::completion(self.pinning.guards(), &mut r);
         self.settle_guarded(server, "completion/complete", guarded)?;
         Ok(r)
+    }
+
+    /// `skills/list` on `server`: one page (the Skills extension, SEP-2640).
+    ///
+    /// # Errors
+    /// As [`Pool::read_resource`]; `-32601` when `server` did not declare the extension.
+    pub async fn list_skills(
+        &self,
+        server: &str,
+        params: Option<PaginatedRequestParams>,
+    ) -> Result<ListSkillsResult, CallError> {
+        let up = self.known(server)?;
+        call::once(&up, None, |p| async move { p.list_skills(params).await })
+            .await
+            .map_err(|e| self.guarded_error(server, e))
+    }
+
+    /// `skills/get` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::list_skills`]; `-32602` (the server's) when it serves no skill at the URI.
+    pub async fn get_skill(
+        &self,
+        server: &str,
+        params: GetSkillRequestParams,
+    ) -> Result<GetSkillResult, CallError> {
+        let up = self.known(server)?;
+        call::once(&up, None, |p| async move { p.get_skill(params).await })
+            .await
+            .map_err(|e| self.guarded_error(server, e))
+    }
+
+    /// `resources/directory/read` on `server`.
+    ///
+    /// # Errors
+    /// As [`Pool::list_skills`]; `-32601` when `server` did not declare `directoryRead`.
+    pub async fn read_resource_directory(
+        &self,
+        server: &str,
+        params: ReadResourceDirectoryRequestParams,
+    ) -> Result<ReadResourceDirectoryResult, CallError> {
+        let up = self.known(server)?;
+        call::once(&up, None, |p| async move {
+            p.read_resource_directory(params).await
+        })
+        .await
+        .map_err(|e| self.guarded_error(server, e))
     }
 
     /// `resources/subscribe` on `server`.

@@ -331,7 +331,10 @@ async fn every_resource_and_the_template_read_back() {
         [
             "test://static-text",
             "test://static-binary",
-            "test://watched-resource"
+            "test://watched-resource",
+            "skill://pdf-processing/SKILL.md",
+            "skill://pdf-processing/references/FORMS.md",
+            "skill://toolforge/commit-messages/SKILL.md",
         ]
     );
     let templates = client.list_all_resource_templates().await.unwrap();

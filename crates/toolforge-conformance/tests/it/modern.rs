@@ -98,10 +98,19 @@ async fn results_are_marked_complete_with_cache_hints() {
             "tools/call",
             json!({"name": "test_simple_text", "arguments": {}}),
         ),
+        ("skills/list", json!({})),
+        (
+            "skills/get",
+            json!({"uri": "skill://pdf-processing/SKILL.md"}),
+        ),
+        (
+            "resources/directory/read",
+            json!({"uri": "skill://pdf-processing"}),
+        ),
     ] {
         let got = rpc(&s, method, params).await;
         assert_eq!(got["result"]["resultType"], "complete", "{method}: {got}");
-        if method.ends_with("/list") || method == "resources/read" {
+        if method.ends_with("/list") || method == "resources/read" || method == "skills/get" {
             assert!(got["result"]["ttlMs"].is_u64(), "{method}: {got}");
             assert!(got["result"]["cacheScope"].is_string(), "{method}: {got}");
         }

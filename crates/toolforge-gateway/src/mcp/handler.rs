@@ -7,11 +7,12 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, DiscoverResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
-    Tool as McpTool, UnsubscribeRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams, GetSkillResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool as McpTool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -168,6 +169,30 @@ impl ServerHandler for Gateway {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         Box::pin(self.serve_unsubscribe(req, _ctx)).await
+    }
+
+    async fn list_skills(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        Box::pin(self.serve_list_skills(req, ctx)).await
+    }
+
+    async fn get_skill(
+        &self,
+        req: GetSkillRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        Box::pin(self.serve_get_skill(req, ctx)).await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        req: ReadResourceDirectoryRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        Box::pin(self.serve_read_resource_directory(req, ctx)).await
     }
 
     async fn list_prompts(

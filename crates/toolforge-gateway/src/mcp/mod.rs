@@ -18,7 +18,8 @@
 //! its MRTR rounds, `parking` one round of it at the pool (a call whose handshake-era backend
 //! asks a 2026-07-28 client is parked, `crate::parked`); `resources` and `prompts` (with completions) do the same for theirs;
 //! `events` carries pool events to sessions and listen streams; `apps` keeps each server's
-//! MCP Apps resources (`ui://`) its own.
+//! MCP Apps resources (`ui://`) its own; `skills` passes the Skills extension (SEP-2640)
+//! through.
 
 #![allow(deprecated)]
 
@@ -32,6 +33,7 @@ mod listed_tools;
 mod parking;
 mod prompts;
 mod resources;
+mod skills;
 mod tool_list;
 mod trail;
 
@@ -517,6 +519,13 @@ impl Shared {
             v["extensions"] = json!({});
             v["extensions"][toolforge_select::apps::UI_EXTENSION_ID] = settings;
         }
+        // Skills ride on resources: declared only with the resources capability.
+        if let Some(settings) = skills_extension(&caps).filter(|_| v.get("resources").is_some()) {
+            if v.get("extensions").is_none() {
+                v["extensions"] = json!({});
+            }
+            v["extensions"][rmcp::model::SKILLS_EXTENSION_ID] = settings;
+        }
         serde_json::from_value(v).unwrap_or_default()
     }
 
@@ -533,6 +542,19 @@ impl Shared {
         });
         declared.or_else(|| (!self.app_links().is_empty()).then(|| json!({})))
     }
+}
+
+/// The Skills extension's settings (SEP-2640, `mcp/skills`) the gateway declares: present when a
+/// backend declares the extension, `directoryRead` when one of them serves directory reads.
+fn skills_extension(caps: &[(String, ServerCapabilities)]) -> Option<serde_json::Value> {
+    let mut skills = caps.iter().filter(|(_, c)| c.supports_skills()).peekable();
+    skills.peek()?;
+    let directory_read = skills.any(|(_, c)| c.supports_directory_read());
+    Some(if directory_read {
+        json!({"directoryRead": true})
+    } else {
+        json!({})
+    })
 }
 
 /// The `ui://` URIs a catalog's tools link, as (server, URI) pairs.
