@@ -949,3 +949,80 @@ async fn auto_waits_ten_seconds_for_discover_by_default() {
         "fell back after {waited:?}"
     );
 }
+
+/// A server slower than the discover timeout (a stdio server still starting up, say) answers
+/// the abandoned probe after the client has sent `initialize`: the late answer, a result or an
+/// error, is dropped and the handshake completes on the `initialize` answer.
+async fn auto_skips_a_late_answer_to_the_abandoned_probe(late_result: bool) {
+    let (server_transport, client_transport) = tokio::io::duplex(4096);
+    let mut server = IntoTransport::<rmcp::RoleServer, _, _>::into_transport(server_transport);
+    let server_task = tokio::spawn(async move {
+        let ClientJsonRpcMessage::Request(discover) =
+            server.receive().await.expect("expected discover request")
+        else {
+            panic!("expected discover request");
+        };
+        let ClientJsonRpcMessage::Request(initialize) =
+            server.receive().await.expect("expected initialize request")
+        else {
+            panic!("expected initialize request");
+        };
+        assert!(matches!(
+            initialize.request,
+            ClientRequest::InitializeRequest(_)
+        ));
+        let late = if late_result {
+            ServerJsonRpcMessage::response(
+                ServerResult::DiscoverResult(DiscoverResult::new(
+                    vec![ProtocolVersion::V_2026_07_28],
+                    ServerCapabilities::default(),
+                )),
+                discover.id,
+            )
+        } else {
+            ServerJsonRpcMessage::error(
+                ErrorData::new(ErrorCode::METHOD_NOT_FOUND, "Method not found", None),
+                Some(discover.id),
+            )
+        };
+        server.send(late).await.expect("send the late discover answer");
+        server
+            .send(ServerJsonRpcMessage::response(
+                ServerResult::InitializeResult(InitializeResult::new(
+                    ServerCapabilities::default(),
+                )),
+                initialize.id,
+            ))
+            .await
+            .expect("send initialize response");
+        assert!(matches!(
+            server.receive().await,
+            Some(ClientJsonRpcMessage::Notification(_))
+        ));
+    });
+    let options =
+        rmcp::ClientLifecycleOptions::default().with_auto_discover_timeout(Duration::from_secs(1));
+    let client = DiscoverClient
+        .serve_with_lifecycle_options(
+            client_transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            options,
+        )
+        .await
+        .expect("the late probe answer is dropped and initialize completes");
+    client.cancel().await.expect("cancel client");
+    server_task.await.expect("server task");
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_skips_a_late_discover_result_after_its_timeout() {
+    auto_skips_a_late_answer_to_the_abandoned_probe(true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_skips_a_late_discover_error_after_its_timeout() {
+    auto_skips_a_late_answer_to_the_abandoned_probe(false).await;
+}

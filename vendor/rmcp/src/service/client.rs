@@ -201,6 +201,31 @@ enum PreInitPing {
     Ignore,
 }
 
+/// What `expect_response` does with an answer to an earlier request of the
+/// handshake.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EarlierAnswers {
+    /// It is a protocol error (`ConflictInitResponseId` /
+    /// `UncorrelatedErrorResponse`).
+    Refuse,
+    /// It is dropped: the `Auto` lifecycle stopped waiting for its
+    /// `server/discover` probe, so the probe's answer may still arrive, ahead
+    /// of the `initialize` answer sent after it. Only numeric ids lower than
+    /// the expected one (issued earlier by the same id provider) are dropped.
+    Skip,
+}
+
+impl EarlierAnswers {
+    fn skips(self, expected_id: &RequestId, id: &RequestId) -> bool {
+        let earlier = |id: &RequestId| match id {
+            RequestId::Number(n) => Some(*n),
+            RequestId::String(_) => id.numeric_string_value(),
+        };
+        self == Self::Skip
+            && matches!((earlier(expected_id), earlier(id)), (Some(want), Some(got)) if got < want)
+    }
+}
+
 /// Helper function to expect a response from the stream, correlated to
 /// `expected_id`.
 ///
@@ -219,6 +244,7 @@ async fn expect_response<T, S>(
     peer: Peer<RoleClient>,
     expected_id: &RequestId,
     pre_init_ping: PreInitPing,
+    earlier_answers: EarlierAnswers,
 ) -> Result<ServerResult, ClientInitializeError>
 where
     T: Transport<RoleClient> + 'static,
@@ -227,6 +253,21 @@ where
     loop {
         let message = expect_next_message(transport, context).await?;
         match message {
+            ServerJsonRpcMessage::Response(JsonRpcResponse { id, .. })
+                if earlier_answers.skips(expected_id, &id) =>
+            {
+                tracing::debug!(%id, "dropped the late answer to an abandoned server/discover probe");
+                continue;
+            }
+            ServerJsonRpcMessage::Error(error)
+                if error
+                    .id
+                    .as_ref()
+                    .is_some_and(|id| earlier_answers.skips(expected_id, id)) =>
+            {
+                tracing::debug!("dropped the late error answer to an abandoned server/discover probe");
+                continue;
+            }
             ServerJsonRpcMessage::Response(JsonRpcResponse { id, result, .. }) => {
                 if !expected_id.matches_response_id(&id) {
                     return Err(ClientInitializeError::ConflictInitResponseId(
@@ -951,7 +992,15 @@ where
 
     match lifecycle {
         ClientLifecycleMode::Initialize => {
-            legacy_startup(&service, &mut transport, &id_provider, &peer, client_info).await?;
+            legacy_startup(
+                &service,
+                &mut transport,
+                &id_provider,
+                &peer,
+                client_info,
+                EarlierAnswers::Refuse,
+            )
+            .await?;
         }
         ClientLifecycleMode::Discover { preferred_versions } => {
             match discover_startup(
@@ -992,9 +1041,15 @@ where
                     if let Some(version) = legacy_version {
                         legacy_info.protocol_version = version;
                     }
-                    if let Err(fallback_error) =
-                        legacy_startup(&service, &mut transport, &id_provider, &peer, legacy_info)
-                            .await
+                    if let Err(fallback_error) = legacy_startup(
+                        &service,
+                        &mut transport,
+                        &id_provider,
+                        &peer,
+                        legacy_info,
+                        EarlierAnswers::Refuse,
+                    )
+                    .await
                     {
                         return Err(ClientInitializeError::LegacyFallbackFailed {
                             discover: discover_error,
@@ -1008,8 +1063,17 @@ where
                     if let Some(version) = legacy_version {
                         legacy_info.protocol_version = version;
                     }
-                    legacy_startup(&service, &mut transport, &id_provider, &peer, legacy_info)
-                        .await?;
+                    // The probe was abandoned, not answered: its answer may
+                    // still come, ahead of the initialize answer.
+                    legacy_startup(
+                        &service,
+                        &mut transport,
+                        &id_provider,
+                        &peer,
+                        legacy_info,
+                        EarlierAnswers::Skip,
+                    )
+                    .await?;
                 }
             }
         }
@@ -1065,6 +1129,7 @@ async fn legacy_startup<S, T>(
     id_provider: &Arc<AtomicU32RequestIdProvider>,
     peer: &Peer<RoleClient>,
     client_info: InitializeRequestParams,
+    earlier_answers: EarlierAnswers,
 ) -> Result<(), ClientInitializeError>
 where
     S: Service<RoleClient>,
@@ -1095,6 +1160,7 @@ where
         peer.clone(),
         &id,
         PreInitPing::Answer,
+        earlier_answers,
     )
     .await?;
 
@@ -1173,6 +1239,7 @@ where
             peer.clone(),
             &id,
             PreInitPing::Ignore,
+            EarlierAnswers::Refuse,
         )
         .await
         {
