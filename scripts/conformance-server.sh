@@ -5,6 +5,8 @@
 #                                            | --expected-failures F | --spec-version V]
 # Needs Node 22 and @modelcontextprotocol/conformance from `scripts/setup` (in .tools/).
 # Passes the suite's output through and ends with the line `N passed, M failed` (scenarios).
+# A scenario none of whose checks succeeded (all skipped) is named on stderr; it counts as
+# passed, or as failed with CONFORMANCE_REQUIRE_CHECKS=1.
 # Exit code: the suite's. Results (checks.json per scenario) go to $CONFORMANCE_RESULTS, or to a
 # fresh temporary directory.
 set -uo pipefail
@@ -30,17 +32,27 @@ rc=${PIPESTATUS[0]}
 # its checks is FAILURE.
 counts=$("$node" -e '
   const fs = require("fs"), path = require("path");
-  let pass = 0, fail = 0;
+  let pass = 0, fail = 0, unchecked = 0;
   for (const d of fs.readdirSync(process.argv[1])) {
     const f = path.join(process.argv[1], d, "checks.json");
     if (!fs.existsSync(f)) continue;
     const checks = JSON.parse(fs.readFileSync(f, "utf8"));
     const list = Array.isArray(checks) ? checks : (checks.checks || []);
-    if (list.some(c => c.status === "FAILURE")) fail++; else pass++;
+    if (list.some(c => c.status === "FAILURE")) fail++;
+    else if (!list.some(c => c.status === "SUCCESS")) { unchecked++; console.error("no check ran: " + d); }
+    else pass++;
   }
-  console.log(pass + " " + fail);
+  console.log(pass + " " + fail + " " + unchecked);
 ' "$results")
-read -r passed failed <<<"$counts"
+read -r passed failed unchecked <<<"$counts"
+if [ "$unchecked" -gt 0 ]; then
+  if [ "${CONFORMANCE_REQUIRE_CHECKS:-0}" = 1 ]; then
+    failed=$((failed + unchecked))
+    rc=1
+  else
+    passed=$((passed + unchecked))
+  fi
+fi
 if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$rc" -ne 0 ]; then
   failed=1   # the suite died before any scenario ran (bad URL, unknown scenario name)
 fi

@@ -11,6 +11,9 @@
 #       backend's `input_required` needs.
 # Also the Skills extension's scenarios (SEP-2640: `sep-2640-skills-*`, no `--spec-version`, so
 # the suite speaks 2026-07-28) against the fixture and through both gateways: all must pass.
+# Also the Tasks extension's scenarios (SEP-2663: `tasks-*`, likewise) against the fixture and
+# through both gateways: all must pass, each with at least one check run (not all skipped),
+# but `tasks-status-notifications`, which skips itself in this suite version.
 # Also runs the 2025-11-25 pending suite against the fixture (informational, not gating).
 # Builds nothing: expects target/debug/toolforge (scripts/test builds it).
 set -uo pipefail
@@ -105,8 +108,21 @@ run_revisions() {
 run_skills() {
   local label=$1 url=$2 log=$3 rc=0 scenario
   for scenario in sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory; do
-    run_suite "$label-$scenario" "$url" "$log" --scenario "$scenario" || rc=1
+    CONFORMANCE_REQUIRE_CHECKS=1 run_suite "$label-$scenario" "$url" "$log" --scenario "$scenario" || rc=1
   done
+  return "$rc"
+}
+
+# run_tasks LABEL URL LOG: the Tasks extension's scenarios, each on its own, each with real
+# checks run.
+run_tasks() {
+  local label=$1 url=$2 log=$3 rc=0 scenario
+  for scenario in tasks-capability-negotiation tasks-lifecycle tasks-dispatch-and-envelope \
+    tasks-mrtr-input tasks-mrtr-composition tasks-request-headers tasks-request-state-removal \
+    tasks-required-task-error tasks-wire-fields; do
+    CONFORMANCE_REQUIRE_CHECKS=1 run_suite "$label-$scenario" "$url" "$log" --scenario "$scenario" || rc=1
+  done
+  run_suite "$label-tasks-status-notifications" "$url" "$log" --scenario tasks-status-notifications || rc=1
   return "$rc"
 }
 
@@ -119,6 +135,7 @@ if addr=$(announced "$work/fixture.log" "conformance fixture listening on http:/
   && wait_ready "http://$addr/mcp" "${pids[-1]}" "$work/fixture.log"; then
   run_revisions fixture "http://$addr/mcp" "$work/fixture.log" || status=1
   run_skills fixture "http://$addr/mcp" "$work/fixture.log" || status=1
+  run_tasks fixture "http://$addr/mcp" "$work/fixture.log" || status=1
   run_suite fixture-pending "http://$addr/mcp" "$work/fixture.log" \
     --spec-version 2025-11-25 --suite pending \
     || echo "conformance gate: pending suite failed (informational, not gating)"
@@ -141,6 +158,7 @@ JSON
   local rc=0
   run_revisions "$label" "http://$gaddr/mcp" "$work/$label.log" || rc=1
   run_skills "$label" "http://$gaddr/mcp" "$work/$label.log" || rc=1
+  run_tasks "$label" "http://$gaddr/mcp" "$work/$label.log" || rc=1
   return "$rc"
 }
 run_gateway gateway-stdio "{\"command\": \"$bin\", \"args\": [\"server\", \"conformance\", \"--stdio\"]}" || status=1

@@ -18,16 +18,16 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, SKILLS_EXTENSION_ID, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    GetPromptResult, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, SKILLS_EXTENSION_ID,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, TASKS_EXTENSION_ID, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -38,13 +38,16 @@ use crate::eras;
 use crate::listen::{ListChange, Listeners};
 use crate::mrtr::StateSeal;
 use crate::skills;
+use crate::tasks::Tasks;
 
-/// The conformance fixture. Clones share the key that seals MRTR `requestState` and the open
-/// `subscriptions/listen` streams; nothing else is kept between requests.
+/// The conformance fixture. Clones share the key that seals MRTR `requestState`, the open
+/// `subscriptions/listen` streams and the tasks (`tasks`); nothing else is kept between
+/// requests.
 #[derive(Debug, Clone)]
 pub struct Fixture {
     seal: StateSeal,
     listeners: Listeners,
+    tasks: Tasks,
 }
 
 impl Fixture {
@@ -53,6 +56,7 @@ impl Fixture {
         Self {
             seal: StateSeal::new(),
             listeners: Listeners::default(),
+            tasks: Tasks::default(),
         }
     }
 }
@@ -121,6 +125,9 @@ impl Fixture {
         req: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(answer) = self.tasks.call(&req, &ctx) {
+            return answer;
+        }
         let caps = ctx.client_capabilities();
         let modern = eras::is_modern(&ctx);
         if let Some(outcome) = self.seal.call_tool(
@@ -189,6 +196,7 @@ impl Fixture {
                     "Mutation triggered: {n} stream(s) notified"
                 ))]))
             }
+            "slow_compute" => complete(Tasks::sync_slow_compute(&req).await?),
             catalog::TEST_CUSTOM_HEADER => {
                 let region = string_arg(&req, "region")?;
                 complete(CallToolResult::success(vec![text(format!(
@@ -464,7 +472,10 @@ impl ServerHandler for Fixture {
             "tools": {"listChanged": true}, "resources": {"subscribe": true},
             "prompts": {"listChanged": true},
             "logging": {}, "completions": {},
-            "extensions": {SKILLS_EXTENSION_ID: {"directoryRead": true}}
+            "extensions": {
+                SKILLS_EXTENSION_ID: {"directoryRead": true},
+                TASKS_EXTENSION_ID: {}
+            }
         }))
         .unwrap_or_default();
         ServerConfig::new(caps)
@@ -480,10 +491,9 @@ impl ServerHandler for Fixture {
         _req: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(wire(
-            "tools",
-            catalog::tools(),
-        )?))
+        let mut tools: Vec<Tool> = wire("tools", catalog::tools())?;
+        tools.extend(wire::<Vec<Tool>>("task tools", crate::tasks::tools())?);
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -495,9 +505,35 @@ impl ServerHandler for Fixture {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let tools = catalog::tools();
-        let tool = tools.as_array()?.iter().find(|t| t["name"] == name)?;
+        let (tools, task_tools) = (catalog::tools(), crate::tasks::tools());
+        let tool = (tools.as_array()?.iter())
+            .chain(task_tools.as_array()?.iter())
+            .find(|t| t["name"] == name)?;
         serde_json::from_value(tool.clone()).ok()
+    }
+
+    async fn get_task(
+        &self,
+        req: GetTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tasks.get(&req)
+    }
+
+    async fn update_task(
+        &self,
+        req: UpdateTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.update(req)
+    }
+
+    async fn cancel_task(
+        &self,
+        req: CancelTaskParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&req)
     }
 
     fn accepted_subscription_filter(

@@ -34,6 +34,7 @@ mod session_idle;
 mod spans;
 pub mod state_ledger;
 mod subscriptions;
+mod task_ids;
 mod uri_template;
 pub mod visible;
 

@@ -129,13 +129,34 @@ impl StateSeal {
     /// called (`exposed`).
     #[must_use]
     pub fn seal(&self, exposed: &str, envelope: &Envelope) -> String {
-        let payload = serde_json::to_vec(envelope).unwrap_or_default();
+        self.seal_payload(exposed, envelope, STATE_TTL)
+    }
+
+    /// Seals any `payload` bound to `context` (the tool name, or another kind of token's
+    /// name), valid for `ttl`.
+    #[must_use]
+    pub fn seal_payload<T: Serialize>(&self, context: &str, payload: &T, ttl: Duration) -> String {
+        let payload = serde_json::to_vec(payload).unwrap_or_default();
         self.codec.seal_with(
             &payload,
             &SealOptions::new()
-                .associated_data(exposed.as_bytes())
-                .ttl(STATE_TTL),
+                .associated_data(context.as_bytes())
+                .ttl(ttl),
         )
+    }
+
+    /// Opens what [`StateSeal::seal_payload`] sealed for `context`; `None` when it was
+    /// changed, has expired, was sealed by another key or for another context.
+    #[must_use]
+    pub fn open_payload<T: serde::de::DeserializeOwned>(
+        &self,
+        context: &str,
+        sealed: &str,
+    ) -> Option<T> {
+        self.codec
+            .open_json_with(sealed, context.as_bytes())
+            .inspect_err(|e| tracing::debug!(context, "sealed token refused: {e}"))
+            .ok()
     }
 
     /// Opens a client's `requestState` for a call of `exposed`.

@@ -12,8 +12,8 @@ use std::future::Future;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientJsonRpcMessage, ClientRequest, InputRequiredResult, ProgressToken, ServerJsonRpcMessage,
-    ServerResult,
+    ClientJsonRpcMessage, ClientRequest, CreateTaskResult, InputRequiredResult, ProgressToken,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RequestHandle, ServiceError};
 use rmcp::transport::streamable_http_client::{DirectOutcome, DirectRequests, StreamableHttpError};
@@ -81,6 +81,16 @@ pub enum CallError {
     InputRequired {
         server: String,
         result: Box<InputRequiredResult>,
+    },
+    /// The server (Tasks extension, SEP-2663) runs the call as a task and answered with its
+    /// handle: a gateway relays it to a client that declared the extension; the result is read
+    /// later with `tasks/get`. The call ran (or runs): it is never sent again.
+    #[error(
+        "server \"{server}\" runs the call as a task (Tasks extension), which this caller cannot follow"
+    )]
+    TaskCreated {
+        server: String,
+        result: Box<CreateTaskResult>,
     },
     /// The server needs this principal's authorization first (no grant yet, one that was
     /// revoked, or one without the scope it asks for): the gateway points the caller at its
@@ -312,6 +322,7 @@ fn outcome(result: &Result<CallToolResult, AttemptError>) -> &'static str {
         Ok(_) => "ok",
         Err((e, _)) => match e {
             E::InputRequired { .. } => "input_required",
+            E::TaskCreated { .. } => "task_created",
             E::Timeout { .. } => "timeout",
             E::Cancelled => "cancelled",
             E::Rpc(_) => "rpc_error",
@@ -494,13 +505,11 @@ fn call_result(
             };
             Err((error, None))
         }
-        Ok(ServerResult::CreateTaskResult(_)) => {
-            let error = CallError::Rpc(McpError::internal_error(
-                format!(
-                    "server \"{server}\" answered with a task result, which toolforge does not relay yet"
-                ),
-                None,
-            ));
+        Ok(ServerResult::CreateTaskResult(result)) => {
+            let error = CallError::TaskCreated {
+                server: server.to_owned(),
+                result: Box::new(result),
+            };
             Err((error, None))
         }
         Ok(_) => Err((
@@ -527,7 +536,10 @@ fn failed_answer(up: &Upstream, e: ServiceError) -> AttemptError {
 /// A call's request options: on a 2026-07-28 connection, where every request says what its
 /// client can do, the calling client's capabilities replace the pool's own (which offer
 /// everything), so the server asks only for input this client can give.
-fn caller_options(peer: &Peer<RoleClient>, caller: Option<&Caller>) -> PeerRequestOptions {
+pub(crate) fn caller_options(
+    peer: &Peer<RoleClient>,
+    caller: Option<&Caller>,
+) -> PeerRequestOptions {
     let mut options = PeerRequestOptions::no_options();
     let modern = peer
         .peer_info()

@@ -3,7 +3,7 @@
 //! `supervise` (connect, list, restart with backoff), `call` (the call path: at-most-once
 //! execution with the retry policy), `events` (`list_changed` and cache revalidation),
 //! `catalog` (the merged catalog) and `lists` (reading a server's lists, from the server or the
-//! catalog cache).
+//! catalog cache); `tasks` (this file's child) relays `tasks/*` to the server that runs a task.
 //!
 //! Start-up waits for every server's first attempt concurrently, each bounded by its own start
 //! timeout, so one broken server never holds up the others.
@@ -36,6 +36,8 @@ use crate::pins::Pinning;
 use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Servers, Upstream};
 use crate::{call, catalog, guard, lists, supervise};
+
+mod tasks;
 
 pub use crate::call::{CallContext, CallError, CallFailure, CallOutcome};
 pub use crate::options::PoolOptions;
@@ -524,21 +526,34 @@ impl Pool {
             retry_reason: None,
             not_retried: None,
         };
-        let up = match self.principal_upstream(up, ctx.on_behalf.as_ref()).await {
-            Ok(Some(own)) => own,
-            Ok(None) => match self.isolated.upstream_for(up, ctx.caller.as_ref()) {
-                Ok(up) => up,
-                Err(message) => {
-                    return Err(refused(CallError::Rpc(McpError::internal_error(
-                        message, None,
-                    ))));
-                }
-            },
-            Err(error) => return Err(refused(error)),
-        };
+        let up = self
+            .connection_for(up, ctx.on_behalf.as_ref(), ctx.caller.as_ref())
+            .await
+            .map_err(refused)?;
         // Boxed: the attempts' future is the bulk of this one and of `call_tool`'s, which would
         // otherwise carry it inline through every move.
         Box::pin(call::call_tool(&up, self.retry, params, ctx)).await
+    }
+
+    /// The connection a caller's requests to `up`'s server go over: its principal's own (the
+    /// server has per-principal `"auth"`), its session's (the server is isolated per session),
+    /// else the shared one.
+    ///
+    /// # Errors
+    /// As [`Pool::principal_upstream`]; the server has too many sessions' connections.
+    pub(crate) async fn connection_for(
+        &self,
+        up: &Arc<Upstream>,
+        on_behalf: Option<&crate::on_behalf::OnBehalf>,
+        caller: Option<&Caller>,
+    ) -> Result<Arc<Upstream>, CallError> {
+        match self.principal_upstream(up, on_behalf).await? {
+            Some(own) => Ok(own),
+            None => self
+                .isolated
+                .upstream_for(up, caller)
+                .map_err(|message| CallError::Rpc(McpError::internal_error(message, None))),
+        }
     }
 
     /// The connection of `on_behalf`'s principal to `up`'s server, when the server has
@@ -857,7 +872,7 @@ impl Pool {
         }
     }
 
-    fn guarded_error(&self, server: &str, mut error: CallError) -> CallError {
+    pub(crate) fn guarded_error(&self, server: &str, mut error: CallError) -> CallError {
         self.guard_error(server, &mut error);
         error
     }
@@ -865,7 +880,7 @@ impl Pool {
     /// What a content guard decided about an answer of `server` to a request about `target`
     /// (a resource's URI, a prompt's name): logged when it redacted something, a refusal when
     /// it withheld the answer.
-    fn settle_guarded(
+    pub(crate) fn settle_guarded(
         &self,
         server: &str,
         target: &str,
@@ -885,7 +900,7 @@ impl Pool {
         }
     }
 
-    fn known(&self, server: &str) -> Result<Arc<Upstream>, CallError> {
+    pub(crate) fn known(&self, server: &str) -> Result<Arc<Upstream>, CallError> {
         self.upstream(server)
             .ok_or_else(|| CallError::UnknownServer(server.to_owned()))
     }

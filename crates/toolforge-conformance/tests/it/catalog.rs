@@ -173,6 +173,14 @@ async fn every_tool_is_listed_with_a_description_and_schema() {
             "test_input_required_result_multi_round",
             "test_input_required_result_tampered_state",
             "test_input_required_result_capabilities",
+            // The Tasks extension's (SEP-2663).
+            "greet",
+            "slow_compute",
+            "failing_job",
+            "protocol_error_job",
+            "confirm_delete",
+            "multi_input",
+            "test_tool_with_task",
         ]
     );
     for tool in &tools {

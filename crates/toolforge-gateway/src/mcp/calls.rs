@@ -1,5 +1,6 @@
 //! `tools/call`: where a call goes (the selector decides group calls), its execution by the
-//! pool, and the rounds of a backend asking for input (MRTR) in both protocol eras.
+//! pool, and the rounds of a backend asking for input (MRTR) in both protocol eras; a call the
+//! backend runs as a task is answered with its sealed ticket (`super::tasks`).
 
 use parking_lot::Mutex;
 use rmcp::model::{
@@ -395,6 +396,15 @@ impl Gateway {
                             req.request_state = state;
                         }
                     }
+                }
+                toolforge_mcp::CallError::TaskCreated { result, .. } => {
+                    // The call runs on as a task: its ticket is the client's to follow.
+                    let mut created = self.relayed_task(&id, &principal, *result);
+                    created
+                        .meta
+                        .get_or_insert_with(Default::default)
+                        .insert(SELECTION_META_KEY.to_owned(), selection);
+                    return Ok(CallToolResponse::Task(created));
                 }
                 toolforge_mcp::CallError::Rpc(e) => return Err(e),
                 toolforge_mcp::CallError::AuthorizationRequired {

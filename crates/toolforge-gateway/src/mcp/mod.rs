@@ -19,7 +19,7 @@
 //! asks a 2026-07-28 client is parked, `crate::parked`); `resources` and `prompts` (with completions) do the same for theirs;
 //! `events` carries pool events to sessions and listen streams; `apps` keeps each server's
 //! MCP Apps resources (`ui://`) its own; `skills` passes the Skills extension (SEP-2640)
-//! through.
+//! through; `tasks` the Tasks extension (SEP-2663), its task ids sealed (`crate::task_ids`).
 
 #![allow(deprecated)]
 
@@ -34,6 +34,7 @@ mod parking;
 mod prompts;
 mod resources;
 mod skills;
+mod tasks;
 mod tool_list;
 mod trail;
 
@@ -518,6 +519,12 @@ impl Shared {
         if let Some(settings) = self.apps_extension(&caps) {
             v["extensions"] = json!({});
             v["extensions"][toolforge_select::apps::UI_EXTENSION_ID] = settings;
+        }
+        if any(ServerCapabilities::supports_tasks) {
+            if v.get("extensions").is_none() {
+                v["extensions"] = json!({});
+            }
+            v["extensions"][rmcp::model::TASKS_EXTENSION_ID] = json!({});
         }
         // Skills ride on resources: declared only with the resources capability.
         if let Some(settings) = skills_extension(&caps).filter(|_| v.get("resources").is_some()) {

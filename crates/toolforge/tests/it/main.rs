@@ -30,6 +30,7 @@ mod scheduling;
 mod sdk_clients;
 mod selection;
 mod stateless;
+mod tasks;
 mod visibility;
 mod wire_formats;
 

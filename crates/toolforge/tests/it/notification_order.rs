@@ -16,7 +16,7 @@ use crate::{Served, announced, bin};
 const CALLS: usize = 20;
 
 /// The fixture over Streamable HTTP, killed on drop, and its URL.
-async fn fixture_over_http() -> (tokio::process::Child, String) {
+pub async fn fixture_over_http() -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(bin())
         .args(["server", "conformance", "--port", "0"])
         .stdin(Stdio::null())
