@@ -1,11 +1,12 @@
 //! What the agent runs tools on: the MCP pool, or anything else that lists a catalog and calls
-//! tools (tests use fakes that fail when called, to prove dry-run never executes).
+//! tools (tests use fakes that fail when called, to prove dry-run never executes). A call the
+//! server runs as a task (Tasks extension) is followed to its end: its result is the call's.
 
 use futures::future::BoxFuture;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
-use toolforge_mcp::pool::{CallContext, Pool, ServerState};
+use toolforge_mcp::pool::{CallContext, CallError, CallFailure, Pool, ServerState};
 use toolforge_select::Catalog;
 
 /// A tool's answer.
@@ -27,6 +28,40 @@ pub struct ToolFailure {
     pub error: String,
     pub attempts: u32,
     pub retry_reason: Option<String>,
+}
+
+/// The longest a run waits for a tool call the server runs as a task (Tasks extension); less
+/// when the server keeps the task for less (its `ttlMs`).
+pub const MAX_TASK_WAIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// How long the agent follows `created` before it cancels it.
+fn task_wait(created: &rmcp::model::CreateTaskResult) -> std::time::Duration {
+    created
+        .task
+        .ttl_ms
+        .map_or(MAX_TASK_WAIT, std::time::Duration::from_millis)
+        .min(MAX_TASK_WAIT)
+}
+
+/// A tool result as the agent reads it: its text blocks joined.
+fn output(
+    result: &rmcp::model::CallToolResult,
+    attempts: u32,
+    retry_reason: Option<String>,
+) -> ToolOutput {
+    let text = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    ToolOutput {
+        text,
+        structured: result.structured_content.clone(),
+        is_error: result.is_error == Some(true),
+        attempts,
+        retry_reason,
+    }
 }
 
 /// How long a run waits for servers still making their first start attempt.
@@ -108,26 +143,36 @@ impl ToolBackend for Pool {
         Box::pin(async move {
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
             let ctx = CallContext {
-                cancel,
+                cancel: cancel.clone(),
                 on_behalf: Some(on_behalf),
+                follows_tasks: true,
                 ..CallContext::default()
             };
             match self.call_tool(server, params, ctx).await {
-                Ok(outcome) => {
-                    let text = outcome
-                        .result
-                        .content
-                        .iter()
-                        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    Ok(ToolOutput {
-                        text,
-                        structured: outcome.result.structured_content.clone(),
-                        is_error: outcome.result.is_error == Some(true),
-                        attempts: outcome.attempts,
-                        retry_reason: outcome.retry_reason,
-                    })
+                Ok(outcome) => Ok(output(
+                    &outcome.result,
+                    outcome.attempts,
+                    outcome.retry_reason,
+                )),
+                // The server runs the call as a task: its result is the call's, once it ends.
+                Err(CallFailure {
+                    error: CallError::TaskCreated { result, .. },
+                    attempts,
+                    retry_reason,
+                    ..
+                }) => {
+                    let within = task_wait(&result);
+                    match self
+                        .follow_task(server, &result, cancel.as_ref(), within)
+                        .await
+                    {
+                        Ok(done) => Ok(output(&done, attempts, retry_reason)),
+                        Err(e) => Err(ToolFailure {
+                            error: e.to_string(),
+                            attempts,
+                            retry_reason,
+                        }),
+                    }
                 }
                 Err(f) => Err(ToolFailure {
                     error: f.error.to_string(),

@@ -174,6 +174,11 @@ pub struct CallContext {
     pub progress: Option<ProgressToken>,
     /// Cancelled when the caller goes away; the backend then gets `notifications/cancelled`.
     pub cancel: Option<CancellationToken>,
+    /// The caller follows tasks itself (the agent, with [`crate::Pool::follow_task`]): on a
+    /// 2026-07-28 connection the call declares the Tasks extension, so the server may run it
+    /// as a task (and a tool that needs one is not refused). A gateway's calls declare what
+    /// their client declared instead.
+    pub follows_tasks: bool,
 }
 
 /// A failed attempt: the error for the caller, and what it means to the retry policy (none:
@@ -358,7 +363,7 @@ async fn attempt_call(
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
     let sent = tokio::time::timeout_at(
         deadline,
-        peer.send_request_with_option(request, caller_options(&peer, ctx.caller.as_ref())),
+        peer.send_request_with_option(request, call_options(&peer, ctx)),
     )
     .await;
     let handle = match sent {
@@ -548,6 +553,28 @@ pub(crate) fn caller_options(
         let mut meta = rmcp::model::RequestMetaObject::default();
         meta.set_client_capabilities(capabilities);
         options.meta = Some(meta);
+    }
+    options
+}
+
+/// A `tools/call`'s request options: the caller's ([`caller_options`]), declaring the Tasks
+/// extension too when the caller follows tasks.
+fn call_options(peer: &Peer<RoleClient>, ctx: &CallContext) -> PeerRequestOptions {
+    let mut options = caller_options(peer, ctx.caller.as_ref());
+    let modern = peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize());
+    if ctx.follows_tasks && modern {
+        let meta = options.meta.get_or_insert_with(Default::default);
+        let mut capabilities = meta
+            .client_capabilities()
+            .unwrap_or_else(crate::relay::offered_capabilities);
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .entry(rmcp::model::TASKS_EXTENSION_ID.to_owned())
+            .or_default();
+        meta.set_client_capabilities(capabilities);
     }
     options
 }

@@ -445,19 +445,24 @@ fn schema_defaults(params: &ElicitRequestParams) -> serde_json::Map<String, Valu
     out
 }
 
+/// What the pool's connections offer. Everything: whether a request can really be answered is
+/// decided per call, by the capabilities of the gateway session that made the call. MCP Apps
+/// too: servers that check register their app tools, and the gateway passes them through (a
+/// host that does not render apps ignores their metadata). Not the Tasks extension: a call
+/// declares it only for a caller that follows tasks (`crate::call`).
+pub(crate) fn offered_capabilities() -> ClientCapabilities {
+    let mut caps = serde_json::json!({
+        "sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true},
+        "extensions": {}
+    });
+    caps["extensions"][toolforge_select::apps::UI_EXTENSION_ID] =
+        serde_json::json!({"mimeTypes": [toolforge_select::apps::UI_MIME_TYPE]});
+    serde_json::from_value(caps).unwrap_or_default()
+}
+
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
-        // Offer everything: whether a request can really be answered is decided per call, by
-        // the capabilities of the gateway session that made the call. MCP Apps too: servers
-        // that check register their app tools, and the gateway passes them through (a host
-        // that does not render apps ignores their metadata).
-        let mut caps = serde_json::json!({
-            "sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": true},
-            "extensions": {}
-        });
-        caps["extensions"][toolforge_select::apps::UI_EXTENSION_ID] =
-            serde_json::json!({"mimeTypes": [toolforge_select::apps::UI_MIME_TYPE]});
-        let caps: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
+        let caps = offered_capabilities();
         // The newest revision that keeps the `initialize` handshake: what real servers speak.
         let mut config = ClientConfig::new(
             caps,

@@ -305,6 +305,7 @@ impl Gateway {
             caller: Some(self.caller(&ctx)),
             progress: ctx.meta.get_progress_token(),
             cancel: Some(ctx.ct.clone()),
+            follows_tasks: false,
         };
         let selection = json!({
             "server": id.server,

@@ -12,11 +12,20 @@ use rmcp::model::{
     GetTaskParams, GetTaskRequest, GetTaskResult, InputResponses, ServerResult, TaskPayload,
     UpdateTaskParams, UpdateTaskRequest,
 };
+use std::time::Duration;
+
+use rmcp::model::CreateTaskResult;
 use rmcp::service::PeerRequestOptions;
+use tokio_util::sync::CancellationToken;
 
 use super::Pool;
 use crate::call::{self, CallError};
 use crate::relay::Caller;
+
+/// The most often [`Pool::follow_task`] polls, whatever the server suggests.
+pub const MIN_POLL: Duration = Duration::from_millis(50);
+/// The least often.
+pub const MAX_POLL: Duration = Duration::from_secs(5);
 
 impl Pool {
     /// `tasks/get` for the server's task `task_id`; a completed task's result guarded.
@@ -76,6 +85,82 @@ impl Pool {
         match self.task_request(server, request, caller).await? {
             ServerResult::TaskAckResult(_) | ServerResult::EmptyResult(_) => Ok(()),
             _ => Err(unexpected(server, "tasks/cancel")),
+        }
+    }
+
+    /// Follows the task `server` runs (`created`, from a call made with
+    /// [`crate::CallContext::follows_tasks`]) to its end, for a caller that cannot answer input
+    /// requests (the agent): `tasks/get` at the interval the server suggests (between
+    /// [`MIN_POLL`] and [`MAX_POLL`]) until the task completes (its result, guarded as a
+    /// call's), fails (its error) or is cancelled. The task is cancelled when `cancel` fires,
+    /// when it asks for input, and after `within`.
+    ///
+    /// # Errors
+    /// The task failed or was cancelled, asked for input, outlived `within`, or a `tasks/get`
+    /// failed.
+    pub async fn follow_task(
+        &self,
+        server: &str,
+        created: &CreateTaskResult,
+        cancel: Option<&CancellationToken>,
+        within: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let task_id = created.task.task_id.clone();
+        let interval = Duration::from_millis(created.task.poll_interval_ms.unwrap_or(1_000))
+            .clamp(MIN_POLL, MAX_POLL);
+        let deadline = tokio::time::Instant::now() + within;
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        loop {
+            let got = self.get_task(server, task_id.clone(), None).await?;
+            let stop = match got.task.payload {
+                TaskPayload::Completed { result } => {
+                    return serde_json::from_value(serde_json::Value::Object(result)).map_err(|e| {
+                        CallError::Rpc(rmcp::ErrorData::internal_error(
+                            format!("server \"{server}\" completed a task with a result that is not a tool result: {e}"),
+                            None,
+                        ))
+                    });
+                }
+                TaskPayload::Failed { error } => {
+                    let error = serde_json::from_value(serde_json::Value::Object(error))
+                        .unwrap_or_else(|_| {
+                            rmcp::ErrorData::internal_error(
+                                format!("server \"{server}\": the task failed"),
+                                None,
+                            )
+                        });
+                    return Err(CallError::Rpc(error));
+                }
+                TaskPayload::Cancelled => return Err(CallError::Cancelled),
+                TaskPayload::InputRequired { .. } => {
+                    Some(CallError::Rpc(rmcp::ErrorData::internal_error(
+                        format!(
+                            "server \"{server}\": the task asks for the user's input, which this caller cannot give; it was cancelled"
+                        ),
+                        None,
+                    )))
+                }
+                _ => None,
+            };
+            let stop = match stop {
+                Some(stop) => Some(stop),
+                None => tokio::select! {
+                    () = tokio::time::sleep(interval) => None,
+                    () = tokio::time::sleep_until(deadline) => Some(CallError::Timeout {
+                        server: server.to_owned(),
+                        after: within,
+                    }),
+                    () = cancel.cancelled() => Some(CallError::Cancelled),
+                },
+            };
+            if let Some(stop) = stop {
+                // Best effort: the task may have ended meanwhile, or the server may be gone.
+                if let Err(e) = self.cancel_task(server, task_id.clone(), None).await {
+                    tracing::debug!(server, "tasks/cancel after giving up on a task: {e}");
+                }
+                return Err(stop);
+            }
         }
     }
 

@@ -53,7 +53,7 @@ async fn traces_at_least(dir: &std::path::Path, n: usize) -> Vec<Value> {
     }
 }
 
-async fn chat_cli(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+pub async fn chat_cli(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(bin())

@@ -247,3 +247,38 @@ async fn a_task_asking_for_input_is_answered_and_cancelled_through_either_replic
     let cancelled = poll_until(&a, ALICE, &long_id, "cancelled").await;
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
 }
+
+/// The agent (`toolforge chat`, the offline model) in front of the fixture over stdio: a call
+/// the fixture runs as a task is followed to its result, which the run reads as the call's; a
+/// tool that only runs as a task works; a task that asks for the user's input is cancelled
+/// with an error saying why.
+#[tokio::test]
+async fn the_agent_follows_a_task_to_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"conformance": {
+        "command": crate::bin(), "args": ["server", "conformance", "--stdio"]
+    }}});
+    std::fs::write(dir.path().join("mcp.servers.json"), config.to_string()).unwrap();
+    let run = |request: &'static str| {
+        let dir = dir.path().to_owned();
+        async move {
+            // The exit code says whether every call succeeded; two of these fail on purpose.
+            let (_, out, err) = crate::agent::chat_cli(&dir, &[request]).await;
+            format!("{out}{err}")
+        }
+    };
+
+    let out = run("slow compute for 1 seconds with label \"agent-task\"").await;
+    assert!(out.contains("agent-task: computed in 1 s"), "{out}");
+    // Task support required: without following tasks the call would be refused (-32021).
+    let out = run("run the failing job").await;
+    assert!(
+        out.contains("failing_job: the job ran and reported an error"),
+        "{out}"
+    );
+    let out = run("confirm delete of \"notes.txt\"").await;
+    assert!(
+        out.contains("the task asks for the user's input, which this caller cannot give"),
+        "{out}"
+    );
+}
