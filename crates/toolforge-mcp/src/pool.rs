@@ -3,7 +3,8 @@
 //! `supervise` (connect, list, restart with backoff), `call` (the call path: at-most-once
 //! execution with the retry policy), `events` (`list_changed` and cache revalidation),
 //! `catalog` (the merged catalog) and `lists` (reading a server's lists, from the server or the
-//! catalog cache); `tasks` (this file's child) relays `tasks/*` to the server that runs a task.
+//! catalog cache); this file's children: `tasks` relays `tasks/*` to the server that runs a
+//! task, `skills` the Skills extension's requests, each skill judged against its pin.
 //!
 //! Start-up waits for every server's first attempt concurrently, each bounded by its own start
 //! timeout, so one broken server never holds up the others.
@@ -16,11 +17,9 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, GetSkillRequestParams, GetSkillResult, ListSkillsResult,
-    LoggingLevel, PaginatedRequestParams, Prompt, ReadResourceDirectoryRequestParams,
-    ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, SetLevelRequestParams,
-    SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
+    GetPromptResponse, GetPromptResult, LoggingLevel, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    SetLevelRequestParams, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequestParams,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -37,6 +36,7 @@ use crate::relay::{Caller, PoolEvent, Relay};
 use crate::upstream::{Lists, Servers, Upstream};
 use crate::{call, catalog, guard, lists, supervise};
 
+mod skills;
 mod tasks;
 
 pub use crate::call::{CallContext, CallError, CallFailure, CallOutcome};
@@ -673,6 +673,7 @@ impl Pool {
     ) -> Result<ReadResourceResult, CallError> {
         let up = self.known(server)?;
         let uri = params.uri.clone();
+        self.skill_allows(&up, &uri)?;
         let on_behalf = caller.and_then(|c| c.on_behalf.as_ref());
         let up = self.principal_upstream(&up, on_behalf).await?.unwrap_or(up);
         let r = call::once(&up, caller, |p| async move {
@@ -751,53 +752,6 @@ impl Pool {
         let guarded = guard::completion(self.pinning.guards(), &mut r);
         self.settle_guarded(server, "completion/complete", guarded)?;
         Ok(r)
-    }
-
-    /// `skills/list` on `server`: one page (the Skills extension, SEP-2640).
-    ///
-    /// # Errors
-    /// As [`Pool::read_resource`]; `-32601` when `server` did not declare the extension.
-    pub async fn list_skills(
-        &self,
-        server: &str,
-        params: Option<PaginatedRequestParams>,
-    ) -> Result<ListSkillsResult, CallError> {
-        let up = self.known(server)?;
-        call::once(&up, None, |p| async move { p.list_skills(params).await })
-            .await
-            .map_err(|e| self.guarded_error(server, e))
-    }
-
-    /// `skills/get` on `server`.
-    ///
-    /// # Errors
-    /// As [`Pool::list_skills`]; `-32602` (the server's) when it serves no skill at the URI.
-    pub async fn get_skill(
-        &self,
-        server: &str,
-        params: GetSkillRequestParams,
-    ) -> Result<GetSkillResult, CallError> {
-        let up = self.known(server)?;
-        call::once(&up, None, |p| async move { p.get_skill(params).await })
-            .await
-            .map_err(|e| self.guarded_error(server, e))
-    }
-
-    /// `resources/directory/read` on `server`.
-    ///
-    /// # Errors
-    /// As [`Pool::list_skills`]; `-32601` when `server` did not declare `directoryRead`.
-    pub async fn read_resource_directory(
-        &self,
-        server: &str,
-        params: ReadResourceDirectoryRequestParams,
-    ) -> Result<ReadResourceDirectoryResult, CallError> {
-        let up = self.known(server)?;
-        call::once(&up, None, |p| async move {
-            p.read_resource_directory(params).await
-        })
-        .await
-        .map_err(|e| self.guarded_error(server, e))
     }
 
     /// `resources/subscribe` on `server`.

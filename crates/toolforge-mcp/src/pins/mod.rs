@@ -12,8 +12,9 @@
 //! tool while its definition and the other servers' tool names stay the same, so re-judging
 //! a large unchanged listing does not read it again.
 //!
-//! The store is in [`store`].
+//! The store is in [`store`]; skills are pinned by their manifests in [`skills`].
 
+mod skills;
 mod store;
 
 use std::collections::hash_map::RandomState;
@@ -26,6 +27,7 @@ use toolforge_guard::pin::{Admitter, PinRef, Verdict, fingerprint, pinned_view};
 use toolforge_guard::{GuardSettings, PoisonAction, scan_tool};
 
 use crate::listed_tool::ListedTool;
+pub use skills::{HeldSkill, SKILL_PREFIX};
 pub use store::{Approval, PinRow, PinStore};
 pub(crate) use store::{PINS_TABLE, migrate};
 
@@ -57,6 +59,8 @@ pub struct Pinning {
     names: parking_lot::RwLock<HashMap<String, Vec<String>>>,
     /// Each server's tools' last scans (only the tools it listed last).
     scans: parking_lot::Mutex<HashMap<String, HashMap<String, Scan>>>,
+    /// Each server's skills held in quarantine (`skills`), by catalog-cache key.
+    held_skills: parking_lot::RwLock<HashMap<String, Vec<HeldSkill>>>,
     /// Keys the scans' hashes: a backend cannot choose a definition whose hash matches another.
     hasher: RandomState,
 }
@@ -119,6 +123,7 @@ impl Pinning {
             guards,
             names: parking_lot::RwLock::default(),
             scans: parking_lot::Mutex::default(),
+            held_skills: parking_lot::RwLock::default(),
             hasher: RandomState::new(),
         }
     }
@@ -171,13 +176,16 @@ impl Pinning {
         let admitter = {
             let listed: HashSet<&str> = tools.iter().map(ListedTool::name).collect();
             Admitter::new(
-                rows.iter().filter_map(|r| {
-                    r.approved.as_ref().map(|definition| PinRef {
-                        name: &r.tool,
-                        definition,
-                        twins: &r.twins,
-                    })
-                }),
+                // Skills' pins are not tools': they take no part in a tool's rename check.
+                rows.iter()
+                    .filter(|r| !r.tool.starts_with(SKILL_PREFIX))
+                    .filter_map(|r| {
+                        r.approved.as_ref().map(|definition| PinRef {
+                            name: &r.tool,
+                            definition,
+                            twins: &r.twins,
+                        })
+                    }),
                 &listed,
             )
         };
