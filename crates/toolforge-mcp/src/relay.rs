@@ -178,7 +178,8 @@ pub(crate) struct RelayState {
     in_flight: Mutex<VecDeque<InFlight>>,
     progress: Mutex<HashMap<String, (Peer<RoleServer>, ProgressToken)>>,
     /// Progress that arrived before its call was registered (the request is sent before its
-    /// token is known to us), replayed on registration. Bounded.
+    /// token is known to us), relayed on registration ahead of any later one
+    /// (`RelayState::relay_progress`). Bounded.
     orphans: Mutex<Vec<ProgressNotificationParam>>,
     next: AtomicU64,
     events: mpsc::UnboundedSender<PoolEvent>,
@@ -188,6 +189,41 @@ pub(crate) struct RelayState {
     /// notifications to this handler one at a time in arrival order, and the answer of a call
     /// after them, so every one a backend sent before its answer is relayed before it.
     progress_sent: tokio::sync::Mutex<HashMap<String, f64>>,
+}
+
+impl RelayState {
+    /// Relays the progress of the call registered under `key`: first what arrived before the
+    /// call was registered (orphans, oldest first), then `next`. One at a time under the
+    /// `progress_sent` lock, so neither a replay nor a later notification overtakes the other,
+    /// and a value that does not increase is dropped.
+    async fn relay_progress(&self, key: &str, next: Option<ProgressNotificationParam>) {
+        let mut sent = self.progress_sent.lock().await;
+        let Some((peer, original)) = self.progress.lock().get(key).cloned() else {
+            return;
+        };
+        let early: Vec<ProgressNotificationParam> = {
+            let mut orphans = self.orphans.lock();
+            let (mine, rest): (Vec<_>, Vec<_>) = orphans
+                .drain(..)
+                .partition(|p| token_key(&p.progress_token) == key);
+            *orphans = rest;
+            mine
+        };
+        for mut params in early.into_iter().chain(next) {
+            if sent.get(key).is_some_and(|last| params.progress <= *last) {
+                tracing::debug!(server = %self.server, "stale progress dropped (not increasing)");
+                continue;
+            }
+            if sent.len() >= 4096 {
+                sent.clear();
+            }
+            sent.insert(key.to_owned(), params.progress);
+            params.progress_token = original.clone();
+            if let Err(e) = peer.notify_progress(params).await {
+                tracing::debug!(server = %self.server, "progress not relayed: {e}");
+            }
+        }
+    }
 }
 
 /// The `ClientHandler` of one backend connection.
@@ -289,24 +325,18 @@ impl Relay {
         self.0
             .progress
             .lock()
-            .insert(key.clone(), (caller.peer.clone(), original.clone()));
+            .insert(key.clone(), (caller.peer.clone(), original));
         guard.token = Some(key.clone());
-        let early: Vec<ProgressNotificationParam> = {
-            let mut orphans = self.0.orphans.lock();
-            let (mine, rest): (Vec<_>, Vec<_>) = orphans
-                .drain(..)
-                .partition(|p| token_key(&p.progress_token) == key);
-            *orphans = rest;
-            mine
-        };
-        if !early.is_empty() {
-            let peer = caller.peer.clone();
-            tokio::spawn(async move {
-                for mut p in early {
-                    p.progress_token = original.clone();
-                    let _ = peer.notify_progress(p).await;
-                }
-            });
+        let early = self
+            .0
+            .orphans
+            .lock()
+            .iter()
+            .any(|p| token_key(&p.progress_token) == key);
+        if early {
+            // Relayed in order with the later ones: `relay_progress` sends orphans first.
+            let state = self.0.clone();
+            tokio::spawn(async move { state.relay_progress(&key, None).await });
         }
     }
 
@@ -572,34 +602,23 @@ impl ClientHandler for Relay {
         params: ProgressNotificationParam,
         _ctx: NotificationContext<RoleClient>,
     ) {
-        let target = self
-            .0
-            .progress
-            .lock()
-            .get(&token_key(&params.progress_token))
-            .cloned();
-        if let Some((peer, original)) = target {
-            let key = token_key(&params.progress_token);
-            let mut sent = self.0.progress_sent.lock().await;
-            if sent.get(&key).is_some_and(|last| params.progress <= *last) {
-                tracing::debug!(server = %self.0.server, "stale progress dropped (not increasing)");
-                return;
-            }
-            if sent.len() >= 4096 {
-                sent.clear();
-            }
-            sent.insert(key, params.progress);
-            let mut params = params;
-            params.progress_token = original;
-            if let Err(e) = peer.notify_progress(params).await {
-                tracing::debug!(server = %self.0.server, "progress not relayed: {e}");
-            }
-        } else {
+        let key = token_key(&params.progress_token);
+        let registered = self.0.progress.lock().contains_key(&key);
+        if registered {
+            self.0.relay_progress(&key, Some(params)).await;
+            return;
+        }
+        {
             let mut orphans = self.0.orphans.lock();
             if orphans.len() >= 64 {
                 orphans.remove(0);
             }
             orphans.push(params);
+        }
+        // Registered meanwhile (after the check above, before the push): nothing else would
+        // relay this one.
+        if self.0.progress.lock().contains_key(&key) {
+            self.0.relay_progress(&key, None).await;
         }
     }
 

@@ -340,9 +340,11 @@ impl Gateway {
                 }
             };
             if let Some(m) = &metrics {
-                let ok = called
-                    .as_ref()
-                    .is_ok_and(|o| o.result.is_error != Some(true));
+                // A call the backend runs as a task is a success so far.
+                let ok = match &called {
+                    Ok(o) => o.result.is_error != Some(true),
+                    Err(f) => matches!(f.error, toolforge_mcp::CallError::TaskCreated { .. }),
+                };
                 m.tool_call(&id.server, &id.name, ok, started.elapsed());
             }
             let failure = match called {

@@ -31,8 +31,8 @@ fn unknown_task() -> McpError {
 }
 
 impl Gateway {
-    /// The client's `CreateTaskResult` for a backend's: the task id sealed for the caller, the
-    /// TTL the one the ticket lives (never longer than the backend keeps the task).
+    /// The client's `CreateTaskResult` for a backend's: the task id sealed for the caller, and
+    /// as TTL the ticket's lifetime (the backend's TTL, within one minute and 24 hours).
     pub(super) fn relayed_task(
         &self,
         id: &ToolId,
