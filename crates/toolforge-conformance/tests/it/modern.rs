@@ -19,12 +19,12 @@ fn meta(caps: Value) -> Value {
 }
 
 /// One fixture (one `requestState` key) for a whole test.
-fn server() -> axum::Router {
+pub(crate) fn server() -> axum::Router {
     router(HttpOptions::default())
 }
 
 /// Sends one request; returns the HTTP status and the JSON-RPC response (from JSON or SSE).
-async fn rpc_with(
+pub(crate) async fn rpc_with(
     server: &axum::Router,
     method: &str,
     mut params: Value,
@@ -39,7 +39,10 @@ async fn rpc_with(
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", VERSION)
         .header("mcp-method", method);
-    if let Some(name) = params.get("name").or_else(|| params.get("uri")) {
+    if let Some(name) = (params.get("name"))
+        .or_else(|| params.get("uri"))
+        .or_else(|| params.get("taskId"))
+    {
         req = req.header("mcp-name", name.as_str().unwrap());
     }
     for (k, v) in extra {
