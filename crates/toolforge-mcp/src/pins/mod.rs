@@ -59,8 +59,8 @@ pub struct Pinning {
     names: parking_lot::RwLock<HashMap<String, Vec<String>>>,
     /// Each server's tools' last scans (only the tools it listed last).
     scans: parking_lot::Mutex<HashMap<String, HashMap<String, Scan>>>,
-    /// Each server's skills held in quarantine (`skills`), by catalog-cache key.
-    held_skills: parking_lot::RwLock<HashMap<String, Vec<HeldSkill>>>,
+    /// The skills held in quarantine (`skills`).
+    skills: skills::SkillPins,
     /// Keys the scans' hashes: a backend cannot choose a definition whose hash matches another.
     hasher: RandomState,
 }
@@ -123,7 +123,7 @@ impl Pinning {
             guards,
             names: parking_lot::RwLock::default(),
             scans: parking_lot::Mutex::default(),
-            held_skills: parking_lot::RwLock::default(),
+            skills: skills::SkillPins::default(),
             hasher: RandomState::new(),
         }
     }
@@ -343,6 +343,24 @@ impl Pinning {
     }
 
     /// Writes `row`: held (only its pending fields, when the row is kept already) or whole.
+    /// Splits `server`'s listed `skills` (`server` is its catalog-cache key) into those the
+    /// pool may offer and those held in quarantine (`skills`). With pinning off, none is held.
+    pub fn admit_skills(
+        &self,
+        server: &str,
+        skills: Vec<rmcp::model::Skill>,
+    ) -> (Vec<rmcp::model::Skill>, Vec<HeldSkill>) {
+        if !self.pins {
+            return (skills, Vec::new());
+        }
+        self.skills.admit(&self.store, server, skills)
+    }
+
+    /// Why `uri` of `server` may not be read: it belongs to a skill held in quarantine.
+    pub fn skill_hold(&self, server: &str, uri: &str) -> Option<HeldSkill> {
+        self.skills.hold(&self.store, server, uri)
+    }
+
     fn save(&self, row: &PinRow, held: bool) {
         let saved = if held {
             self.store.hold(row)

@@ -277,3 +277,67 @@ fn other_servers_tool_names_are_markers() {
         held[0].reason
     );
 }
+
+// Pinned skills (`super::skills`).
+
+fn skill(digest: &str) -> rmcp::model::Skill {
+    serde_json::from_value(json!({
+        "uri": "skill://pdf/SKILL.md",
+        "frontmatter": {"name": "pdf", "description": "Fill PDF forms."},
+        "resources": [
+            {"uri": "skill://pdf/SKILL.md", "digest": "sha256:aa", "size": 10},
+            {"uri": "skill://pdf/references/FORMS.md", "digest": digest, "size": 20}
+        ]
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_skill_whose_manifest_changes_is_held_with_its_files_until_approved() {
+    let pins = Pinning::new(PinStore::memory(), true, GuardSettings::default());
+    let store = pins.store();
+    let (ok, held) = pins.admit_skills("s", vec![skill("sha256:bb")]);
+    assert_eq!((ok.len(), held.len()), (1, 0));
+
+    // One file's digest changes: the skill and every file below it are held.
+    let (ok, held) = pins.admit_skills("s", vec![skill("sha256:cc")]);
+    assert!(ok.is_empty());
+    assert!(held[0].reason.contains("manifest changed"), "{held:?}");
+    for uri in ["skill://pdf/SKILL.md", "skill://pdf/references/FORMS.md"] {
+        assert!(pins.skill_hold("s", uri).is_some(), "{uri}");
+    }
+    assert!(pins.skill_hold("s", "skill://other/SKILL.md").is_none());
+    assert!(pins.skill_hold("t", "skill://pdf/SKILL.md").is_none());
+
+    // Approved by the fingerprint of what is pending: offered again, files readable.
+    let name = "skill:skill://pdf/SKILL.md";
+    let row = store
+        .rows(Some("s"))
+        .unwrap()
+        .into_iter()
+        .find(|r| r.tool == name)
+        .unwrap();
+    let reviewed = row.pending_fingerprint().unwrap();
+    assert!(matches!(
+        store.approve("s", name, "0000").unwrap(),
+        crate::pins::Approval::Differs { .. }
+    ));
+    assert!(matches!(
+        store.approve("s", name, &reviewed).unwrap(),
+        crate::pins::Approval::Approved
+    ));
+    assert!(
+        pins.skill_hold("s", "skill://pdf/references/FORMS.md")
+            .is_none()
+    );
+    let (ok, held) = pins.admit_skills("s", vec![skill("sha256:cc")]);
+    assert_eq!((ok.len(), held.len()), (1, 0));
+}
+
+#[test]
+fn with_pinning_off_nothing_is_held() {
+    let pins = Pinning::new(PinStore::memory(), false, GuardSettings::default());
+    let _ = pins.admit_skills("s", vec![skill("sha256:bb")]);
+    let (ok, held) = pins.admit_skills("s", vec![skill("sha256:cc")]);
+    assert_eq!((ok.len(), held.len()), (1, 0));
+}
